@@ -1,0 +1,17 @@
+import { Command } from "@effect/cli"
+import { Effect } from "effect"
+import { TaskStore } from "../services/TaskStore.js"
+import { printJson } from "./output.js"
+import { root, storeLayer } from "./options.js"
+import { decodeReceiptArgs, sha, taskId } from "./read.js"
+
+export const cancel = Command.make("cancel", { root, taskId, sha }, (args) =>
+  Effect.gen(function* () {
+    const [id, hash] = yield* decodeReceiptArgs(args)
+    const store = yield* TaskStore
+    yield* printJson(yield* store.cancel(id, hash))
+  })
+).pipe(
+  Command.withDescription("Cancel a queued task. Exits 0 either way: see the `cancelled` field."),
+  Command.provide((args) => storeLayer(args.root))
+)

@@ -1,0 +1,33 @@
+import { Command, Options } from "@effect/cli"
+import { Effect, Option } from "effect"
+import { TaskState } from "../domain/Task.js"
+import { TaskStore } from "../services/TaskStore.js"
+import { MaxListLimit } from "../store/shared.js"
+import { printJson } from "./output.js"
+import { root, storeLayer } from "./options.js"
+
+const state = Options.choice("state", TaskState.literals).pipe(Options.optional)
+const limit = Options.integer("limit").pipe(
+  Options.withDescription(`At most this many tasks (1-${MaxListLimit}, default 50)`),
+  Options.optional
+)
+const cursor = Options.text("cursor").pipe(
+  Options.withDescription("next_cursor of the previous page"),
+  Options.optional
+)
+
+export const list = Command.make("list", { root, state, limit, cursor }, (args) =>
+  Effect.gen(function* () {
+    const store = yield* TaskStore
+    yield* printJson(
+      yield* store.list({
+        state: Option.getOrUndefined(args.state),
+        limit: Option.getOrUndefined(args.limit),
+        cursor: Option.getOrUndefined(args.cursor)
+      })
+    )
+  })
+).pipe(
+  Command.withDescription("List tasks, newest first."),
+  Command.provide((args) => storeLayer(args.root))
+)

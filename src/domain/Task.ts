@@ -1,0 +1,167 @@
+import { Schema } from "effect"
+import { ClientRequestId, PayloadSha256, TaskId } from "./ids.js"
+
+/** A payload: any JSON object. Its size limit is a store setting. */
+export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+  identifier: "JsonObject",
+  description: "a JSON object"
+})
+export type JsonObject = typeof JsonObject.Type
+
+export const TaskState = Schema.Literal("queued", "running", "complete", "failed", "cancelled")
+export type TaskState = typeof TaskState.Type
+
+export const LiveStates: ReadonlyArray<TaskState> = ["queued", "running"]
+export const isTerminal = (state: TaskState): boolean => state !== "queued" && state !== "running"
+
+/** An ISO-8601 UTC timestamp with milliseconds, as written by `isoTime`. */
+export const Timestamp = Schema.String.pipe(
+  Schema.pattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, {
+    message: () => "must be an ISO-8601 UTC timestamp"
+  })
+)
+export const isoTime = (millis: number): string => new Date(millis).toISOString()
+export const timeMillis = (iso: string): number => Date.parse(iso)
+
+/** Why an attempt or a task failed: the error's tag and a readable message. */
+export const TaskError = Schema.Struct({ tag: Schema.String, message: Schema.String })
+export type TaskError = typeof TaskError.Type
+
+/**
+ * The claim a worker holds on a running task. Only the holder of the current attempt,
+ * identified by `owner_token`, may write the task's outcome (fencing).
+ */
+export const Lease = Schema.Struct({
+  owner_token: Schema.String,
+  worker_id: Schema.String,
+  pid: Schema.Int,
+  host: Schema.String,
+  boot_id: Schema.String,
+  attempt: Schema.Int.pipe(Schema.positive()),
+  claimed_at: Timestamp,
+  expires_at: Timestamp
+})
+export type Lease = typeof Lease.Type
+
+export const AttemptOutcome = Schema.Literal("running", "complete", "failed")
+export const Attempt = Schema.Struct({
+  attempt: Schema.Int.pipe(Schema.positive()),
+  worker_id: Schema.String,
+  pid: Schema.Int,
+  host: Schema.String,
+  started_at: Timestamp,
+  ended_at: Schema.NullOr(Timestamp),
+  outcome: AttemptOutcome,
+  error: Schema.NullOr(TaskError)
+})
+export type Attempt = typeof Attempt.Type
+
+/** The stored record: the single source of truth about one task. */
+export const TaskRecord = Schema.Struct({
+  schema_version: Schema.Literal(1),
+  task_id: TaskId,
+  client_request_id: ClientRequestId,
+  payload_sha256: PayloadSha256,
+  payload: JsonObject,
+  state: TaskState,
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  started_at: Schema.NullOr(Timestamp),
+  finished_at: Schema.NullOr(Timestamp),
+  attempt: Schema.Int.pipe(Schema.nonNegative()),
+  lease: Schema.NullOr(Lease),
+  result: Schema.Unknown,
+  error: Schema.NullOr(TaskError),
+  attempts: Schema.Array(Attempt)
+})
+export type TaskRecord = typeof TaskRecord.Type
+
+/** What `submit` returns. Identical, byte for byte, for every resubmission of the same request. */
+export const Receipt = Schema.Struct({
+  task_id: TaskId,
+  payload_sha256: PayloadSha256,
+  created_at: Timestamp
+})
+export type Receipt = typeof Receipt.Type
+
+/** What `read` returns: everything but the payload, which the reader already has. */
+export const TaskView = Schema.Struct({
+  task_id: TaskId,
+  client_request_id: ClientRequestId,
+  payload_sha256: PayloadSha256,
+  state: TaskState,
+  result: Schema.Unknown,
+  error: Schema.NullOr(TaskError),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  started_at: Schema.NullOr(Timestamp),
+  finished_at: Schema.NullOr(Timestamp),
+  attempt: Schema.Int,
+  attempts: Schema.Array(Attempt)
+})
+export type TaskView = typeof TaskView.Type
+
+export const CancelOutcome = Schema.Struct({
+  task_id: TaskId,
+  cancelled: Schema.Boolean,
+  state: TaskState
+})
+export type CancelOutcome = typeof CancelOutcome.Type
+
+/** One line of a listing: enough to pick a task, without payload or result. */
+export const TaskSummary = Schema.Struct({
+  task_id: TaskId,
+  client_request_id: ClientRequestId,
+  payload_sha256: PayloadSha256,
+  state: TaskState,
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  attempt: Schema.Int
+})
+export type TaskSummary = typeof TaskSummary.Type
+
+export const InvalidRecordReport = Schema.Struct({ file: Schema.String, reason: Schema.String })
+export type InvalidRecordReport = typeof InvalidRecordReport.Type
+
+export const toReceipt = (record: TaskRecord): Receipt => ({
+  task_id: record.task_id,
+  payload_sha256: record.payload_sha256,
+  created_at: record.created_at
+})
+
+export const toView = (record: TaskRecord): TaskView => ({
+  task_id: record.task_id,
+  client_request_id: record.client_request_id,
+  payload_sha256: record.payload_sha256,
+  state: record.state,
+  result: record.result,
+  error: record.error,
+  created_at: record.created_at,
+  updated_at: record.updated_at,
+  started_at: record.started_at,
+  finished_at: record.finished_at,
+  attempt: record.attempt,
+  attempts: record.attempts
+})
+
+export const toSummary = (record: TaskRecord): TaskSummary => ({
+  task_id: record.task_id,
+  client_request_id: record.client_request_id,
+  payload_sha256: record.payload_sha256,
+  state: record.state,
+  created_at: record.created_at,
+  updated_at: record.updated_at,
+  attempt: record.attempt
+})
+
+/** Submission order: oldest first, ties broken by task id. */
+export const submissionOrder = (a: TaskRecord, b: TaskRecord): number =>
+  a.created_at < b.created_at
+    ? -1
+    : a.created_at > b.created_at
+      ? 1
+      : a.task_id < b.task_id
+        ? -1
+        : a.task_id > b.task_id
+          ? 1
+          : 0

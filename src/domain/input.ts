@@ -1,0 +1,28 @@
+/** Decoding outside input with Schema, so every rejection names the field that is wrong. */
+import { Effect, Either, ParseResult, Schema } from "effect"
+import { InvalidInput } from "./errors.js"
+
+/** The first problem Schema found, as `path: message`. */
+export const describeParseError = (error: ParseResult.ParseError): string => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  if (!issue) return "is invalid"
+  return issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message
+}
+
+export const decodeField =
+  <A, I>(field: string, schema: Schema.Schema<A, I>) =>
+  (value: unknown): Effect.Effect<A, InvalidInput> =>
+    Schema.decodeUnknown(schema, { errors: "first", onExcessProperty: "error" })(value).pipe(
+      Effect.mapError((error) => new InvalidInput({ field, reason: describeParseError(error) }))
+    )
+
+/** Parse JSON text, naming the field when it is not JSON. */
+export const parseJsonField = (field: string, text: string): Either.Either<unknown, InvalidInput> =>
+  Either.try({
+    try: (): unknown => JSON.parse(text),
+    catch: (error) =>
+      new InvalidInput({
+        field,
+        reason: `not valid JSON (${error instanceof Error ? error.message : String(error)})`
+      })
+  })

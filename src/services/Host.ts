@@ -1,0 +1,79 @@
+import { FileSystem } from "@effect/platform"
+import { Clock, Context, Effect, Layer } from "effect"
+import { randomBytes, randomUUID } from "node:crypto"
+import { hostname, uptime } from "node:os"
+
+/**
+ * The facts about this process and machine that leases, locks and crash recovery rest on:
+ * who we are (pid, host, boot), whether another local process is alive, and fresh randomness.
+ */
+export class Host extends Context.Tag("relaykeep/Host")<
+  Host,
+  {
+    readonly pid: number
+    readonly hostname: string
+    /** Changes when the machine reboots; a lock or lease from another boot is dead. */
+    readonly bootId: string
+    /** Whether a process with this pid exists on this host. */
+    readonly isAlive: (pid: number) => Effect.Effect<boolean>
+    /** A fresh unguessable token (fencing tokens, lock tokens, temp names). */
+    readonly token: Effect.Effect<string>
+    /** Cryptographically random bytes (secrets). */
+    readonly randomBytes: (size: number) => Effect.Effect<Uint8Array>
+  }
+>() {
+  /** The real process table. The boot id comes from the kernel; elsewhere, from the boot time. */
+  static readonly layer = Layer.effect(
+    Host,
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const now = yield* Clock.currentTimeMillis
+      const bootId = yield* fs.readFileString("/proc/sys/kernel/random/boot_id").pipe(
+        Effect.map((text) => text.trim()),
+        // Without /proc, the boot time rounded to 10 s stands in for a boot id.
+        Effect.orElseSucceed(() => `boot-${Math.round((now / 1000 - uptime()) / 10)}`)
+      )
+      return Host.of({
+        pid: process.pid,
+        hostname: hostname(),
+        bootId,
+        isAlive: (pid) => Effect.sync(() => processExists(pid)),
+        token: Effect.sync(() => randomUUID().replaceAll("-", "")),
+        randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size)))
+      })
+    })
+  )
+
+  /**
+   * A host for tests: a fixed identity and a process table that is just the set `alive`
+   * (our own pid is always alive). Tokens are still random, so two holders never collide.
+   */
+  static readonly layerTest = (options: {
+    readonly pid?: number
+    readonly hostname?: string
+    readonly bootId?: string
+    readonly alive?: ReadonlySet<number>
+  }) =>
+    Layer.succeed(
+      Host,
+      Host.of({
+        pid: options.pid ?? 4242,
+        hostname: options.hostname ?? "test-host",
+        bootId: options.bootId ?? "test-boot",
+        isAlive: (pid) => Effect.succeed(pid === (options.pid ?? 4242) || (options.alive?.has(pid) ?? false)),
+        token: Effect.sync(() => randomUUID().replaceAll("-", "")),
+        randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size)))
+      })
+    )
+}
+
+const processExists = (pid: number): boolean => {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return error instanceof Error && "code" in error && error.code === "EPERM"
+  }
+}

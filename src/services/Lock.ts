@@ -1,0 +1,79 @@
+import type { FileSystem, Path } from "@effect/platform"
+import type { Scope } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, SynchronizedRef } from "effect"
+import { LockTimeout } from "../domain/errors.js"
+import type { StorageError } from "../domain/errors.js"
+import type { FileLockSettings } from "../store/file/FileLock.js"
+import { DefaultWaitMillis, makeFileLock } from "../store/file/FileLock.js"
+import type { Host } from "./Host.js"
+
+export interface LockOptions {
+  /** How long to wait for a lock held by a live holder before failing with LockTimeout. */
+  readonly waitMillis?: number
+}
+
+/**
+ * An exclusive lock per key, across fibers and processes.
+ *
+ * Locks guard short read-modify-write sections (milliseconds). A holder that dies, or that
+ * holds a lock past its time-to-live, loses it to the next taker; exclusion against a holder
+ * that is merely paused for longer than that is the job of the fencing tokens in task leases.
+ */
+export class Lock extends Context.Tag("relaykeep/Lock")<
+  Lock,
+  {
+    /** Hold the lock for `key` while `scope` is open. */
+    readonly acquire: (
+      key: string,
+      options?: LockOptions
+    ) => Effect.Effect<void, LockTimeout | StorageError, Scope.Scope>
+    /** Run `body` while holding the lock for `key`; released however `body` ends. */
+    readonly withLock: <A, E, R>(
+      key: string,
+      body: Effect.Effect<A, E, R>,
+      options?: LockOptions
+    ) => Effect.Effect<A, E | LockTimeout | StorageError, R>
+  }
+>() {
+  /** Lock files in `directory` (see docs/file-store.md for the protocol). */
+  static readonly layer = (
+    directory: string,
+    settings?: FileLockSettings
+  ): Layer.Layer<Lock, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
+    Layer.effect(Lock, makeFileLock(directory, settings ?? {}))
+
+  /** Locks within one process, for tests and in-memory stores. */
+  static readonly layerMemory = Layer.effect(
+    Lock,
+    Effect.gen(function* () {
+      const semaphores = yield* SynchronizedRef.make(new Map<string, Effect.Semaphore>())
+      const semaphoreFor = (key: string) =>
+        SynchronizedRef.modifyEffect(semaphores, (map) => {
+          const existing = map.get(key)
+          if (existing) return Effect.succeed([existing, map] as const)
+          return Effect.map(
+            Effect.makeSemaphore(1),
+            (created) => [created, new Map(map).set(key, created)] as const
+          )
+        })
+      const acquire = (key: string, options?: LockOptions) =>
+        Effect.gen(function* () {
+          const semaphore = yield* semaphoreFor(key)
+          const waitMillis = options?.waitMillis ?? DefaultWaitMillis
+          const started = yield* Clock.currentTimeMillis
+          const taken = yield* Effect.acquireRelease(
+            semaphore.take(1).pipe(Effect.timeoutOption(Duration.millis(waitMillis))),
+            (permit) => (Option.isSome(permit) ? semaphore.release(1) : Effect.void)
+          )
+          if (Option.isNone(taken)) {
+            const now = yield* Clock.currentTimeMillis
+            return yield* new LockTimeout({ key, waitedMillis: now - started })
+          }
+        })
+      return Lock.of({
+        acquire,
+        withLock: (key, body, options) => Effect.scoped(Effect.zipRight(acquire(key, options), body))
+      })
+    })
+  )
+}

@@ -1,0 +1,141 @@
+import type { FileSystem, Path } from "@effect/platform"
+import { Context, Layer } from "effect"
+import type { Effect, Option } from "effect"
+import type {
+  ConflictError,
+  HashMismatch,
+  InvalidInput,
+  InvalidRecord,
+  StaleAttempt,
+  StorageError,
+  UnknownTask
+} from "../domain/errors.js"
+import type { ClientRequestId, TaskId } from "../domain/ids.js"
+import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
+import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
+import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
+import { makeMemoryTaskStore } from "../store/memory/MemoryTaskStore.js"
+import type { Host } from "./Host.js"
+import { Lock } from "./Lock.js"
+import type {
+  CancelOutcome,
+  InvalidRecordReport,
+  JsonObject,
+  Lease,
+  Receipt,
+  TaskError,
+  TaskRecord,
+  TaskState,
+  TaskSummary,
+  TaskView
+} from "../domain/Task.js"
+
+export interface SubmitRequest {
+  readonly clientRequestId: ClientRequestId
+  readonly payload: JsonObject
+}
+
+export interface ClaimRequest {
+  /** Names the worker in the lease and the attempt history. */
+  readonly workerId: string
+  /** How long the lease lasts before a heartbeat must extend it. */
+  readonly leaseMillis: number
+}
+
+/** A task this worker now runs, and the lease that fences its outcome. */
+export interface ClaimedTask {
+  readonly record: TaskRecord
+  readonly lease: Lease
+}
+
+/** The live part of the queue: what a worker pass needs, and nothing finished. */
+export interface LiveSnapshot {
+  /** Queued tasks, oldest first (submission order, ties broken by task id). */
+  readonly queued: ReadonlyArray<TaskId>
+  /** Running tasks with their leases. */
+  readonly running: ReadonlyArray<TaskRecord>
+  /** Damaged records met on the way. */
+  readonly invalid: ReadonlyArray<InvalidRecordReport>
+}
+
+export interface ListRequest {
+  readonly state?: TaskState | undefined
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+export interface TaskPage {
+  /** Newest first. */
+  readonly tasks: ReadonlyArray<TaskSummary>
+  readonly next_cursor: string | null
+}
+
+export interface CheckReport {
+  readonly records: number
+  readonly states: Readonly<Record<TaskState, number>>
+  readonly invalid_records: ReadonlyArray<InvalidRecordReport>
+}
+
+export type ReadError = UnknownTask | HashMismatch | InvalidRecord | StorageError
+export type OutcomeError = StaleAttempt | UnknownTask | InvalidRecord | StorageError
+
+/**
+ * The durable queue. Implementations: the file store (default, embedded), the memory store,
+ * and PostgreSQL. All of them apply the pure transitions of `domain/transitions.ts`, so they
+ * share one meaning of every operation; `test/contract/` holds the suite each must pass.
+ */
+export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
+  TaskStore,
+  {
+    /**
+     * Queue a task. Idempotent: the same request id with the same payload returns the
+     * identical receipt; with a different payload it fails with ConflictError and changes
+     * nothing. The receipt is returned only once the task is durable.
+     */
+    readonly submit: (
+      request: SubmitRequest
+    ) => Effect.Effect<Receipt, InvalidInput | ConflictError | InvalidRecord | StorageError>
+    /** The task's state, result and history. No side effects. */
+    readonly read: (taskId: TaskId, payloadSha256: string) => Effect.Effect<TaskView, ReadError>
+    /** Cancel a queued task; reports the state of any other. */
+    readonly cancel: (taskId: TaskId, payloadSha256: string) => Effect.Effect<CancelOutcome, ReadError>
+    /** Queued and running tasks, and the damaged records met. Costs O(live tasks). */
+    readonly live: Effect.Effect<LiveSnapshot, StorageError>
+    /**
+     * Move one queued task to running under a new attempt and lease. None when the task is
+     * no longer queued (another worker took it, or it was cancelled).
+     */
+    readonly claim: (
+      taskId: TaskId,
+      request: ClaimRequest
+    ) => Effect.Effect<Option.Option<ClaimedTask>, UnknownTask | InvalidRecord | StorageError>
+    /** Extend the lease of a running attempt. Fenced: fails with StaleAttempt if it lost the task. */
+    readonly heartbeat: (
+      taskId: TaskId,
+      lease: Lease,
+      leaseMillis: number
+    ) => Effect.Effect<Lease, OutcomeError>
+    /** Record the result of a running attempt. Fenced by the lease. */
+    readonly complete: (taskId: TaskId, lease: Lease, result: unknown) => Effect.Effect<void, OutcomeError>
+    /** Record the failure of a running attempt. Fenced by the lease. */
+    readonly fail: (taskId: TaskId, lease: Lease, error: TaskError) => Effect.Effect<void, OutcomeError>
+    /** A page of task summaries, newest first. */
+    readonly list: (request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>
+    /** Read every record and report every damaged one. Costs O(all tasks). */
+    readonly check: Effect.Effect<CheckReport, StorageError>
+  }
+>() {
+  /** The file store under `options.root`, with its own lock directory. The default. */
+  static readonly layer = (
+    options: FileStoreOptions
+  ): Layer.Layer<TaskStore, StorageError | InvalidRecord, FileSystem.FileSystem | Path.Path | Host> =>
+    Layer.effect(TaskStore, makeFileTaskStore(options)).pipe(
+      Layer.provide(Lock.layer(`${options.root.replace(/\/+$/, "")}/locks`))
+    )
+
+  /** A store that lives as long as the layer: tests, and library users who want no disk. */
+  static readonly layerMemory = (options?: MemoryStoreOptions): Layer.Layer<TaskStore, never, Host> =>
+    Layer.effect(TaskStore, makeMemoryTaskStore(options))
+}
+
+export type TaskStoreShape = Context.Tag.Service<TaskStore>

@@ -1,0 +1,176 @@
+/**
+ * Cross-process locks as files, and the protocol that keeps them exclusive.
+ *
+ * - Take: the lock file `<dir>/<key>` is created whole (temp file, then `link`, which fails if
+ *   the name exists), holding `{owner, token, pid, host, boot_id, acquired_at, expires_at}`.
+ * - Stale: its boot id is not this boot's (same host), its pid is gone (same host), or it expired.
+ * - Remove-if-held-by(T): every unlink of a lock file, by its owner or by a breaker, happens
+ *   under a guard file `<file>.break-<T>` named after the token T it means to remove, and
+ *   re-reads the file under that guard: it unlinks only if the file still carries T.
+ *   Two processes acting on the same judgement serialise on the same guard; a process acting on
+ *   an old judgement finds a different token and does nothing. This closes the race where A
+ *   and B both judge L1 stale, B replaces it with L2, and A removes L2.
+ * - Guards are held for microseconds and released by plain unlink. A guard is broken (by the
+ *   same remove-if-held-by, one level deeper) only when its holder is dead; a live local guard
+ *   holder is never broken by time, so on one host no two processes can hold the same guard.
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { Clock, Duration, Effect, Option, Random, Schema } from "effect"
+import { sha256Hex } from "../../domain/canonical.js"
+import { LockTimeout, StorageError } from "../../domain/errors.js"
+import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
+import { Host } from "../../services/Host.js"
+import { createComplete, ensureDirectory, fromUtf8, readIfExists, removeIfExists, utf8 } from "./durable.js"
+
+const LockFile = Schema.parseJson(
+  Schema.Struct({
+    owner: Schema.String,
+    token: Schema.String,
+    pid: Schema.Int,
+    host: Schema.String,
+    boot_id: Schema.String,
+    acquired_at: Timestamp,
+    expires_at: Timestamp
+  })
+)
+const decodeLockFile = Schema.decodeUnknownOption(LockFile)
+
+export interface FileLockSettings {
+  /** A lock older than this is stale even if its holder seems alive. */
+  readonly ttlMillis?: number
+  /** How long to wait for a live holder before failing with LockTimeout. */
+  readonly waitMillis?: number
+}
+
+export const DefaultWaitMillis = 10_000
+const DefaultTtlMillis = 30_000
+const GuardTtlMillis = 10_000
+/** Nested guards are only needed when breakers crash inside their microsecond window. */
+const MaxGuardDepth = 3
+const ValidKey = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,149}$/
+
+export const makeFileLock = (directory: string, settings: FileLockSettings) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const host = yield* Host
+    const ttlMillis = settings.ttlMillis ?? DefaultTtlMillis
+    const defaultWait = settings.waitMillis ?? DefaultWaitMillis
+    yield* ensureDirectory(fs, directory)
+
+    /** A local holder is judged by the process table; any holder, by its expiry. */
+    const isStale = (holder: typeof LockFile.Type, now: number, isGuard: boolean) =>
+      Effect.gen(function* () {
+        if (holder.host === host.hostname) {
+          if (holder.boot_id !== host.bootId) return true
+          if (!(yield* host.isAlive(holder.pid))) return true
+          if (isGuard) return false
+        }
+        return timeMillis(holder.expires_at) <= now
+      })
+
+    /** The token a file carries and whether it is stale; None when the file is gone. */
+    const inspect = (file: string, isGuard: boolean) =>
+      Effect.gen(function* () {
+        const bytes = yield* readIfExists(fs, file)
+        if (Option.isNone(bytes)) return Option.none<{ readonly token: string; readonly stale: boolean }>()
+        const holder = decodeLockFile(fromUtf8(bytes.value))
+        // A file we cannot read as a lock was not written by this protocol: break it by content.
+        if (Option.isNone(holder))
+          return Option.some({ token: `x${sha256Hex(bytes.value).slice(0, 31)}`, stale: true })
+        const now = yield* Clock.currentTimeMillis
+        return Option.some({ token: holder.value.token, stale: yield* isStale(holder.value, now, isGuard) })
+      })
+
+    const tryCreate = (file: string, ttl: number) =>
+      Effect.gen(function* () {
+        const token = yield* host.token
+        const now = yield* Clock.currentTimeMillis
+        const content = utf8(
+          JSON.stringify({
+            owner: `${host.pid}@${host.hostname}`,
+            token,
+            pid: host.pid,
+            host: host.hostname,
+            boot_id: host.bootId,
+            acquired_at: isoTime(now),
+            expires_at: isoTime(now + ttl)
+          })
+        )
+        const created = yield* createComplete(fs, path, file, `.tmp-${host.pid}-${token}`, content, {
+          durable: false
+        })
+        return created ? Option.some(token) : Option.none<string>()
+      })
+
+    /** Take `file`, breaking stale holders; returns the token that now holds it. */
+    const take = (
+      file: string,
+      key: string,
+      ttl: number,
+      waitMillis: number,
+      depth: number
+    ): Effect.Effect<string, LockTimeout | StorageError> =>
+      Effect.gen(function* () {
+        const started = yield* Clock.currentTimeMillis
+        let pause = 1
+        for (;;) {
+          const created = yield* tryCreate(file, ttl)
+          if (Option.isSome(created)) return created.value
+          const holder = yield* inspect(file, depth > 0)
+          if (Option.isNone(holder)) continue
+          if (holder.value.stale && depth < MaxGuardDepth) {
+            yield* removeIfHeldBy(file, key, holder.value.token, waitMillis, depth)
+            continue
+          }
+          const now = yield* Clock.currentTimeMillis
+          if (now - started >= waitMillis) return yield* new LockTimeout({ key, waitedMillis: now - started })
+          const jitter = yield* Random.nextIntBetween(0, pause + 1)
+          yield* Effect.sleep(Duration.millis(pause + jitter))
+          pause = Math.min(pause * 2, 25)
+        }
+      })
+
+    /** Unlink `file` if, and only if, it still carries `token` (see the module comment). */
+    const removeIfHeldBy = (
+      file: string,
+      key: string,
+      token: string,
+      waitMillis: number,
+      depth: number
+    ): Effect.Effect<void, LockTimeout | StorageError> => {
+      const guard = `${file}.break-${token.slice(0, 32)}`
+      return Effect.acquireUseRelease(
+        take(guard, key, GuardTtlMillis, waitMillis, depth + 1),
+        () =>
+          Effect.gen(function* () {
+            const current = yield* inspect(file, depth > 0)
+            if (Option.isSome(current) && current.value.token === token) yield* removeIfExists(fs, file)
+          }),
+        () => removeIfExists(fs, guard).pipe(Effect.ignore)
+      )
+    }
+
+    const acquire = (key: string, options?: { readonly waitMillis?: number }) =>
+      Effect.gen(function* () {
+        if (!ValidKey.test(key)) {
+          return yield* new StorageError({ operation: "lock", path: key, reason: "not a valid lock key" })
+        }
+        const file = path.join(directory, key)
+        const waitMillis = options?.waitMillis ?? defaultWait
+        yield* Effect.acquireRelease(take(file, key, ttlMillis, waitMillis, 0), (token) =>
+          removeIfHeldBy(file, key, token, waitMillis, 0).pipe(
+            Effect.catchAll((error) => Effect.logWarning(`could not release lock ${key}: ${error.message}`))
+          )
+        )
+      })
+
+    return {
+      acquire,
+      withLock: <A, E, R>(
+        key: string,
+        body: Effect.Effect<A, E, R>,
+        options?: { readonly waitMillis?: number }
+      ) => Effect.scoped(Effect.zipRight(acquire(key, options), body))
+    }
+  })

@@ -1,0 +1,280 @@
+/**
+ * The file store: the default, embedded TaskStore (docs/file-store.md).
+ *
+ * Every change of a record happens under the task's lock as read → transition → durable
+ * write, and index markers follow the marker invariant: a marker is created before a record
+ * enters a live state and removed only after it has left one.
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { Clock, Effect, Either, Option } from "effect"
+import type { InvalidRecord } from "../../domain/errors.js"
+import { LockTimeout, StorageError, UnknownTask } from "../../domain/errors.js"
+import type { TaskId } from "../../domain/ids.js"
+import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
+import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
+import { isTerminal, toReceipt, toView } from "../../domain/Task.js"
+import * as Transitions from "../../domain/transitions.js"
+import { Host } from "../../services/Host.js"
+import { Lock } from "../../services/Lock.js"
+import type { TaskStoreShape } from "../../services/TaskStore.js"
+import { claimantFor, emptyStateCounts, pageOf } from "../shared.js"
+import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
+import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
+import { encodeRecord, decodeRecordFile } from "./records.js"
+import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
+
+export interface FileStoreOptions {
+  /** The data root; created 0700 if missing. */
+  readonly root: string
+  readonly maxPayloadBytes?: number
+}
+
+/** A lock that could not be had is a storage failure to callers of the store. */
+const lockToStorage = (error: LockTimeout) =>
+  new StorageError({ operation: "lock", path: error.key, reason: error.message })
+
+export const makeFileTaskStore = (options: FileStoreOptions) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const host = yield* Host
+    const lock = yield* Lock
+    const layout = layoutOf(path, path.resolve(options.root))
+    const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
+    const deps = { fs, path, host, lock, layout }
+
+    yield* ensureLayout(deps)
+    yield* reconcileAfterBoot(deps).pipe(Effect.catchTag("LockTimeout", (e) => Effect.fail(lockToStorage(e))))
+    yield* sweepTempFiles(deps, false)
+    const secret = yield* loadSecret(deps)
+
+    const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
+      lock.withLock(taskId, body).pipe(
+        Effect.catchIf(
+          (error): error is LockTimeout => error instanceof LockTimeout,
+          (error) => Effect.fail(lockToStorage(error))
+        )
+      )
+
+    /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
+    const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>
+      Effect.flatMap(readIfExists(fs, layout.record(taskId)), (bytes) =>
+        Option.match(bytes, {
+          onNone: () => Effect.succeedNone,
+          onSome: (data) => Effect.map(decodeRecordFile(layout.record(taskId), data, taskId), Option.some)
+        })
+      )
+
+    const loadExisting = (taskId: TaskId) =>
+      Effect.flatMap(load(taskId), (record) =>
+        Option.isSome(record) ? Effect.succeed(record.value) : Effect.fail(new UnknownTask({ taskId }))
+      )
+
+    const save = (record: TaskRecord) =>
+      Effect.flatMap(host.token, (token) =>
+        writeDurable(fs, path, layout.record(record.task_id), tempName(host.pid, token), encodeRecord(record))
+      )
+
+    /**
+     * Make the markers of one record agree with its state. Called after each write, and by a
+     * pass for any marker whose record disagrees. Must run under the task's lock.
+     */
+    const alignMarkers = (record: TaskRecord) =>
+      Effect.gen(function* () {
+        if (record.state === "running") yield* touch(fs, layout.runningMarker(record.task_id))
+        if (record.state !== "queued") yield* removeIfExists(fs, layout.queuedMarker(record))
+        if (record.state === "queued") yield* touch(fs, layout.queuedMarker(record))
+        if (record.state !== "running") yield* removeIfExists(fs, layout.runningMarker(record.task_id))
+      })
+
+    /** Read, apply a fenced transition, write durably, then move markers; all under the task's lock. */
+    const transition = <A, E>(
+      taskId: TaskId,
+      step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
+    ) =>
+      locked(
+        taskId,
+        Effect.gen(function* () {
+          const record = yield* loadExisting(taskId)
+          const now = yield* Clock.currentTimeMillis
+          const [next, answer] = yield* step(record, now)
+          if (next) {
+            yield* save(next)
+            yield* alignMarkers(next)
+          }
+          return answer
+        })
+      )
+
+    /** Drop index hints that no record backs; a submit in flight holds the lock, so wait for it. */
+    const repairMarker = (taskId: TaskId, marker: string) =>
+      locked(
+        taskId,
+        Effect.gen(function* () {
+          const record = yield* load(taskId).pipe(Effect.catchTag("InvalidRecord", () => Effect.succeedNone))
+          if (Option.isNone(record)) return yield* removeIfExists(fs, marker)
+          yield* alignMarkers(record.value)
+        })
+      )
+
+    const invalidNames = Effect.map(listDirectory(fs, layout.tasks), (names) =>
+      names
+        .filter((name) => name.endsWith(".json") && taskIdOfRecordFile(name) === undefined)
+        .map((name): InvalidRecordReport => ({
+          file: path.join(layout.tasks, name),
+          reason: "file name is not a task id"
+        }))
+    )
+
+    const live: TaskStoreShape["live"] = Effect.gen(function* () {
+      const queued: Array<TaskId> = []
+      const running: Array<TaskRecord> = []
+      const invalid: Array<InvalidRecordReport> = [...(yield* invalidNames)]
+      const seen = new Set<TaskId>()
+      const visit = (taskId: TaskId, marker: string, expected: "queued" | "running") =>
+        Effect.gen(function* () {
+          const record = yield* load(taskId).pipe(Effect.either)
+          if (Either.isLeft(record)) {
+            if (record.left._tag === "StorageError") return yield* record.left
+            if (!seen.has(taskId)) invalid.push({ file: record.left.file, reason: record.left.reason })
+            seen.add(taskId)
+            return
+          }
+          const state = Option.map(record.right, (r) => r.state)
+          if (Option.isSome(state) && state.value === expected && !seen.has(taskId)) {
+            seen.add(taskId)
+            if (expected === "queued") queued.push(taskId)
+            else if (Option.isSome(record.right)) running.push(record.right.value)
+            return
+          }
+          yield* repairMarker(taskId, marker)
+        })
+      for (const name of [...(yield* listDirectory(fs, layout.queued))].sort()) {
+        const taskId = taskIdOfQueuedMarker(name)
+        if (taskId !== undefined) yield* visit(taskId, path.join(layout.queued, name), "queued")
+      }
+      for (const name of yield* listDirectory(fs, layout.running)) {
+        const taskId = taskIdOfRecordFile(`${name}.json`)
+        if (taskId !== undefined) yield* visit(taskId, path.join(layout.running, name), "running")
+      }
+      // A claim between the two listings may show a task in both; the record decides.
+      return { queued: queued.filter((id) => !running.some((r) => r.task_id === id)), running, invalid }
+    }).pipe(Effect.withSpan("TaskStore.live"))
+
+    /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
+    const everything = Effect.gen(function* () {
+      const records: Array<TaskRecord> = []
+      const invalid: Array<InvalidRecordReport> = []
+      for (const name of yield* listDirectory(fs, layout.tasks)) {
+        if (!name.endsWith(".json")) continue
+        const file = path.join(layout.tasks, name)
+        const taskId = taskIdOfRecordFile(name)
+        if (taskId === undefined) {
+          invalid.push({ file, reason: "file name is not a task id" })
+          continue
+        }
+        const bytes = yield* readIfExists(fs, file)
+        if (Option.isNone(bytes)) continue
+        Either.match(decodeRecordFile(file, bytes.value, taskId), {
+          onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
+          onRight: (record) => records.push(record)
+        })
+      }
+      return { records, invalid }
+    })
+
+    const store: TaskStoreShape = {
+      submit: Effect.fn("TaskStore.submit")(function* (request) {
+        const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
+        const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
+        return yield* locked(
+          taskId,
+          Effect.gen(function* () {
+            const existing = yield* load(taskId)
+            if (Option.isSome(existing)) return yield* Transitions.resubmit(existing.value, prepared.sha)
+            const record = Transitions.newRecord({
+              taskId,
+              clientRequestId: request.clientRequestId,
+              payload: request.payload,
+              payloadSha256: prepared.sha,
+              now: yield* Clock.currentTimeMillis
+            })
+            // Marker first: a crash after it leaves a hint without a record, which a pass drops.
+            yield* touch(fs, layout.queuedMarker(record))
+            yield* save(record)
+            return toReceipt(record)
+          })
+        )
+      }),
+      read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
+        const record = yield* loadExisting(taskId)
+        return toView(yield* Transitions.checkHash(record, sha))
+      }),
+      cancel: Effect.fn("TaskStore.cancel")((taskId, sha) =>
+        transition(taskId, (record, now) =>
+          Either.map(Transitions.checkHash(record, sha), () => {
+            const { next, outcome } = Transitions.cancel(record, now)
+            return [next, outcome] as const
+          })
+        )
+      ),
+      live,
+      claim: Effect.fn("TaskStore.claim")(function* (taskId, request) {
+        const claimant = yield* claimantFor(host, request.workerId)
+        return yield* transition(taskId, (record, now) => {
+          const next = Transitions.claim(record, claimant, now, request.leaseMillis)
+          return Either.right([
+            next,
+            next?.lease ? Option.some({ record: next, lease: next.lease }) : Option.none()
+          ] as const)
+        })
+      }),
+      heartbeat: Effect.fn("TaskStore.heartbeat")((taskId, lease, leaseMillis) =>
+        transition(taskId, (record, now) =>
+          Either.map(
+            Transitions.heartbeat(record, lease, now, leaseMillis),
+            (next) => [next, next.lease ?? lease] as const
+          )
+        )
+      ),
+      complete: Effect.fn("TaskStore.complete")((taskId, lease, result) =>
+        transition(taskId, (record, now) =>
+          Either.map(
+            Transitions.finish(record, lease, { _tag: "complete", result }, now),
+            (next) => [next, undefined] as const
+          )
+        )
+      ),
+      fail: Effect.fn("TaskStore.fail")((taskId, lease, error) =>
+        transition(taskId, (record, now) =>
+          Either.map(
+            Transitions.finish(record, lease, { _tag: "failed", error }, now),
+            (next) => [next, undefined] as const
+          )
+        )
+      ),
+      list: Effect.fn("TaskStore.list")(function* (request) {
+        if (request.state !== undefined && !isTerminal(request.state)) {
+          const snapshot = yield* live
+          const records =
+            request.state === "running"
+              ? snapshot.running
+              : yield* Effect.map(
+                  Effect.forEach(snapshot.queued, (taskId) => load(taskId).pipe(Effect.option)),
+                  (found) =>
+                    found.flatMap((o) => (Option.isSome(o) && Option.isSome(o.value) ? [o.value.value] : []))
+                )
+          return yield* pageOf(records, request)
+        }
+        const { records } = yield* everything
+        return yield* pageOf(records, request)
+      }),
+      check: Effect.gen(function* () {
+        const { records, invalid } = yield* everything
+        const states = emptyStateCounts()
+        for (const record of records) states[record.state] += 1
+        return { records: records.length + invalid.length, states, invalid_records: invalid }
+      }).pipe(Effect.withSpan("TaskStore.check"))
+    }
+    return store
+  })

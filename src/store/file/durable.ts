@@ -1,0 +1,134 @@
+/**
+ * The few file-system moves every guarantee of the file store rests on, written once.
+ * Every PlatformError is mapped to a StorageError here, in one place.
+ */
+import type { FileSystem, Path } from "@effect/platform"
+import type { PlatformError } from "@effect/platform/Error"
+import { Effect, Option } from "effect"
+import { StorageError } from "../../domain/errors.js"
+
+export const FileMode = 0o600
+export const DirectoryMode = 0o700
+
+export const toStorageError =
+  (operation: string, path: string) =>
+  (error: PlatformError): StorageError =>
+    new StorageError({ operation, path, reason: error.message })
+
+const isReason = (error: PlatformError, reason: string): boolean =>
+  error._tag === "SystemError" && error.reason === reason
+
+export const isNotFound = (error: PlatformError): boolean => isReason(error, "NotFound")
+export const isAlreadyExists = (error: PlatformError): boolean => isReason(error, "AlreadyExists")
+
+export type Files = FileSystem.FileSystem
+export type Paths = Path.Path
+
+/** fsync a directory, so that a rename or link inside it survives a machine crash. */
+export const syncDirectory = (fs: Files, dir: string): Effect.Effect<void, StorageError> =>
+  Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (handle) => handle.sync)).pipe(
+    Effect.mapError(toStorageError("fsync", dir))
+  )
+
+/** Create `path` with O_EXCL and write all of `bytes`; optionally fsync before close. */
+const writeNew = (
+  fs: Files,
+  path: string,
+  bytes: Uint8Array,
+  sync: boolean
+): Effect.Effect<void, PlatformError> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const handle = yield* fs.open(path, { flag: "wx", mode: FileMode })
+      yield* handle.writeAll(bytes)
+      if (sync) yield* handle.sync
+    })
+  )
+
+/**
+ * Replace `path` durably: write a temp file in the same directory (O_EXCL), fsync, close,
+ * rename over `path`, fsync the directory. Only then may the caller acknowledge.
+ * A failure leaves `path` as it was; the temp file is removed when possible.
+ */
+export const writeDurable = (
+  fs: Files,
+  paths: Paths,
+  path: string,
+  tempName: string,
+  bytes: Uint8Array
+): Effect.Effect<void, StorageError> => {
+  const dir = paths.dirname(path)
+  const temp = paths.join(dir, tempName)
+  return writeNew(fs, temp, bytes, true).pipe(
+    Effect.mapError(toStorageError("write", temp)),
+    Effect.zipRight(fs.rename(temp, path).pipe(Effect.mapError(toStorageError("rename", path)))),
+    Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)),
+    Effect.zipRight(syncDirectory(fs, dir))
+  )
+}
+
+/**
+ * Create `path` atomically with its whole content, or report that it exists: the content is
+ * written to a temp file first and hard-linked into place, so no reader ever sees it partial.
+ * Returns false when `path` already exists.
+ */
+export const createComplete = (
+  fs: Files,
+  paths: Paths,
+  path: string,
+  tempName: string,
+  bytes: Uint8Array,
+  options: { readonly durable: boolean }
+): Effect.Effect<boolean, StorageError> => {
+  const dir = paths.dirname(path)
+  const temp = paths.join(dir, tempName)
+  return Effect.gen(function* () {
+    yield* writeNew(fs, temp, bytes, options.durable).pipe(Effect.mapError(toStorageError("write", temp)))
+    const created = yield* fs.link(temp, path).pipe(
+      Effect.as(true),
+      Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
+      Effect.mapError(toStorageError("link", path))
+    )
+    yield* fs.remove(temp).pipe(Effect.mapError(toStorageError("remove", temp)))
+    if (created && options.durable) yield* syncDirectory(fs, dir)
+    return created
+  }).pipe(Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)))
+}
+
+/** Create an empty file (an index marker); an existing one is fine. Not fsynced: markers are hints. */
+export const touch = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
+  fs
+    .writeFile(path, new Uint8Array(0), { flag: "a", mode: FileMode })
+    .pipe(Effect.mapError(toStorageError("create", path)))
+
+/** Remove a file; a missing one is fine. */
+export const removeIfExists = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
+  fs.remove(path).pipe(
+    Effect.catchIf(isNotFound, () => Effect.void),
+    Effect.mapError(toStorageError("remove", path))
+  )
+
+export const readIfExists = (
+  fs: Files,
+  path: string
+): Effect.Effect<Option.Option<Uint8Array>, StorageError> =>
+  fs.readFile(path).pipe(
+    Effect.map(Option.some),
+    Effect.catchIf(isNotFound, () => Effect.succeedNone),
+    Effect.mapError(toStorageError("read", path))
+  )
+
+export const listDirectory = (fs: Files, dir: string): Effect.Effect<ReadonlyArray<string>, StorageError> =>
+  fs.readDirectory(dir).pipe(
+    Effect.catchIf(isNotFound, () => Effect.succeed<Array<string>>([])),
+    Effect.mapError(toStorageError("list", dir))
+  )
+
+export const ensureDirectory = (fs: Files, dir: string): Effect.Effect<void, StorageError> =>
+  fs
+    .makeDirectory(dir, { recursive: true, mode: DirectoryMode })
+    .pipe(Effect.mapError(toStorageError("mkdir", dir)))
+
+export const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text)
+export const fromUtf8 = (bytes: Uint8Array): string =>
+  new TextDecoder("utf-8", { fatal: false }).decode(bytes)

@@ -1,0 +1,68 @@
+/**
+ * Where everything lives under a data root. The record is the truth; index markers are hints
+ * that let a pass find live tasks without reading finished ones.
+ *
+ *   <root>/secret                        HMAC key for task ids (0600)
+ *   <root>/boot                          boot id of the machine that last reconciled this root
+ *   <root>/tasks/<task_id>.json          the record
+ *   <root>/index/queued/<ms>-<task_id>   empty marker: may be queued (names sort oldest first)
+ *   <root>/index/running/<task_id>       empty marker: may be running
+ *   <root>/locks/<key>                   short-lived lock files
+ */
+import type { Path } from "@effect/platform"
+import type { TaskId } from "../../domain/ids.js"
+import { isTaskId } from "../../domain/ids.js"
+import type { TaskRecord } from "../../domain/Task.js"
+import { timeMillis } from "../../domain/Task.js"
+
+export interface Layout {
+  readonly root: string
+  readonly secret: string
+  readonly boot: string
+  readonly tasks: string
+  readonly queued: string
+  readonly running: string
+  readonly locks: string
+  readonly record: (taskId: TaskId) => string
+  readonly queuedMarker: (record: TaskRecord) => string
+  readonly runningMarker: (taskId: TaskId) => string
+}
+
+export const layoutOf = (path: Path.Path, root: string): Layout => {
+  const tasks = path.join(root, "tasks")
+  const queued = path.join(root, "index", "queued")
+  const running = path.join(root, "index", "running")
+  return {
+    root,
+    secret: path.join(root, "secret"),
+    boot: path.join(root, "boot"),
+    tasks,
+    queued,
+    running,
+    locks: path.join(root, "locks"),
+    record: (taskId) => path.join(tasks, `${taskId}.json`),
+    queuedMarker: (record) => path.join(queued, queuedMarkerName(record)),
+    runningMarker: (taskId) => path.join(running, taskId)
+  }
+}
+
+/** Creation time in milliseconds, zero-padded so that names sort in submission order. */
+export const queuedMarkerName = (record: TaskRecord): string =>
+  `${String(timeMillis(record.created_at)).padStart(15, "0")}-${record.task_id}`
+
+export const taskIdOfQueuedMarker = (name: string): TaskId | undefined => {
+  const taskId = name.slice(16)
+  return name.length === 16 + 64 && name[15] === "-" && isTaskId(taskId) ? taskId : undefined
+}
+
+export const taskIdOfRecordFile = (name: string): TaskId | undefined => {
+  const taskId = name.slice(0, -".json".length)
+  return name.endsWith(".json") && isTaskId(taskId) ? taskId : undefined
+}
+
+/** Temp files carry the writer's pid, so a sweep can tell a live writer's from a dead one's. */
+export const tempName = (pid: number, token: string): string => `.tmp-${pid}-${token}`
+export const pidOfTempName = (name: string): number | undefined => {
+  const match = /^\.tmp-(\d+)-[0-9a-f]+$/.exec(name)
+  return match?.[1] === undefined ? undefined : Number(match[1])
+}

@@ -1,0 +1,132 @@
+/**
+ * What the file store does when it opens a root: create the layout, load or create the
+ * secret, sweep temp files of dead writers, and after a reboot rebuild the index once.
+ */
+import { Effect, Either, Option } from "effect"
+import { InvalidRecord, StorageError } from "../../domain/errors.js"
+import type { Host } from "../../services/Host.js"
+import type { Lock } from "../../services/Lock.js"
+import type { Files, Paths } from "./durable.js"
+import {
+  createComplete,
+  ensureDirectory,
+  fromUtf8,
+  listDirectory,
+  readIfExists,
+  removeIfExists,
+  touch,
+  utf8,
+  writeDurable
+} from "./durable.js"
+import type { Layout } from "./layout.js"
+import { pidOfTempName, taskIdOfRecordFile, tempName } from "./layout.js"
+import { decodeRecordFile } from "./records.js"
+
+interface Deps {
+  readonly fs: Files
+  readonly path: Paths
+  readonly host: Host["Type"]
+  readonly lock: Lock["Type"]
+  readonly layout: Layout
+}
+
+const SecretBytes = 32
+
+export const ensureLayout = ({ fs, layout }: Deps) =>
+  Effect.forEach([layout.root, layout.tasks, layout.queued, layout.running, layout.locks], (dir) =>
+    ensureDirectory(fs, dir)
+  )
+
+/** The HMAC key for task ids, created once (whole and durable) by whichever process comes first. */
+export const loadSecret = ({
+  fs,
+  path,
+  host,
+  layout
+}: Deps): Effect.Effect<Uint8Array, StorageError | InvalidRecord> =>
+  Effect.gen(function* () {
+    if (Option.isNone(yield* readIfExists(fs, layout.secret))) {
+      const fresh = yield* host.randomBytes(SecretBytes)
+      const token = yield* host.token
+      // Whoever links first wins; everyone then reads the winner's key.
+      yield* createComplete(fs, path, layout.secret, tempName(host.pid, token), fresh, { durable: true })
+    }
+    const secret = yield* readIfExists(fs, layout.secret)
+    if (Option.isNone(secret)) {
+      return yield* new StorageError({ operation: "read", path: layout.secret, reason: "secret vanished" })
+    }
+    if (secret.value.length !== SecretBytes) {
+      return yield* new InvalidRecord({ file: layout.secret, reason: `expected ${SecretBytes} bytes` })
+    }
+    return secret.value
+  })
+
+/** Remove temp files left by writers that are gone. A live writer's temp file is left alone. */
+export const sweepTempFiles = ({ fs, path, host, layout }: Deps, everyone: boolean) =>
+  Effect.forEach(
+    [layout.root, layout.tasks, layout.locks],
+    (dir) =>
+      Effect.flatMap(listDirectory(fs, dir), (names) =>
+        Effect.forEach(
+          names,
+          (name) => {
+            const pid = pidOfTempName(name)
+            if (pid === undefined) return Effect.void
+            return Effect.flatMap(everyone ? Effect.succeed(false) : host.isAlive(pid), (alive) =>
+              alive ? Effect.void : removeIfExists(fs, path.join(dir, name))
+            )
+          },
+          { discard: true }
+        )
+      ),
+    { discard: true }
+  )
+
+/**
+ * After a reboot, markers and lock files written without fsync may be missing or stale.
+ * The first process of the new boot rebuilds the index from the records, under a root lock,
+ * and then writes the new boot id; the others find the boot id current and do nothing.
+ */
+export const reconcileAfterBoot = (deps: Deps) =>
+  Effect.gen(function* () {
+    const { fs, path, host, lock, layout } = deps
+    const current = yield* readIfExists(fs, layout.boot)
+    if (Option.isSome(current) && fromUtf8(current.value).trim() === host.bootId) return false
+    return yield* lock.withLock(
+      "reconcile",
+      Effect.gen(function* () {
+        const again = yield* readIfExists(fs, layout.boot)
+        if (Option.isSome(again) && fromUtf8(again.value).trim() === host.bootId) return false
+        yield* sweepTempFiles(deps, true)
+        yield* rebuildIndex(deps)
+        const token = yield* host.token
+        yield* writeDurable(fs, path, layout.boot, tempName(host.pid, token), utf8(`${host.bootId}\n`))
+        return true
+      }),
+      { waitMillis: 120_000 }
+    )
+  })
+
+/** Make the index agree with the records: one marker per live record, none for anything else. */
+const rebuildIndex = ({ fs, path, layout }: Deps) =>
+  Effect.gen(function* () {
+    const wanted = new Set<string>()
+    for (const name of yield* listDirectory(fs, layout.tasks)) {
+      const taskId = taskIdOfRecordFile(name)
+      if (taskId === undefined) continue
+      const file = path.join(layout.tasks, name)
+      const bytes = yield* readIfExists(fs, file)
+      if (Option.isNone(bytes)) continue
+      const record = decodeRecordFile(file, bytes.value, taskId)
+      if (Either.isLeft(record)) continue
+      if (record.right.state === "queued") wanted.add(layout.queuedMarker(record.right))
+      if (record.right.state === "running") wanted.add(layout.runningMarker(taskId))
+    }
+    for (const dir of [layout.queued, layout.running]) {
+      for (const name of yield* listDirectory(fs, dir)) {
+        const marker = path.join(dir, name)
+        if (!wanted.delete(marker)) yield* removeIfExists(fs, marker)
+      }
+    }
+    yield* Effect.forEach(wanted, (marker) => touch(fs, marker), { discard: true })
+  })

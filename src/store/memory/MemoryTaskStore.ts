@@ -1,0 +1,136 @@
+/**
+ * The in-memory TaskStore: one `Ref` holding every record. Each operation is a single atomic
+ * `Ref.modify`, so it needs no lock. For tests and for library users who want a queue that
+ * lives as long as their process.
+ */
+import { Clock, Effect, Either, Option, Ref } from "effect"
+import { UnknownTask } from "../../domain/errors.js"
+import type { TaskId } from "../../domain/ids.js"
+import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
+import type { TaskRecord } from "../../domain/Task.js"
+import { submissionOrder, toReceipt, toView } from "../../domain/Task.js"
+import * as Transitions from "../../domain/transitions.js"
+import { Host } from "../../services/Host.js"
+import type { TaskStoreShape } from "../../services/TaskStore.js"
+import { claimantFor, emptyStateCounts, pageOf } from "../shared.js"
+
+export interface MemoryStoreOptions {
+  readonly maxPayloadBytes?: number
+}
+
+export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
+  Effect.gen(function* () {
+    const host = yield* Host
+    const secret = yield* host.randomBytes(32)
+    const records = yield* Ref.make(new Map<TaskId, TaskRecord>())
+    const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
+
+    const find = (taskId: TaskId) =>
+      Effect.flatMap(Ref.get(records), (map) => {
+        const record = map.get(taskId)
+        return record ? Effect.succeed(record) : Effect.fail(new UnknownTask({ taskId }))
+      })
+
+    /** Apply `step` to one record atomically; it returns the new record (or none) and an answer. */
+    const update = <A, E>(
+      taskId: TaskId,
+      step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
+    ) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Ref.modify(records, (map): readonly [Either.Either<A, E | UnknownTask>, Map<TaskId, TaskRecord>] => {
+          const record = map.get(taskId)
+          if (!record) return [Either.left(new UnknownTask({ taskId })), map]
+          const stepped = step(record, now)
+          if (Either.isLeft(stepped)) return [Either.left(stepped.left), map]
+          const [next, answer] = stepped.right
+          return [Either.right(answer), next ? new Map(map).set(taskId, next) : map]
+        })
+      ).pipe(Effect.flatMap((either) => either))
+
+    const store: TaskStoreShape = {
+      submit: Effect.fn("TaskStore.submit")(function* (request) {
+        const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
+        const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
+        const now = yield* Clock.currentTimeMillis
+        return yield* Ref.modify(records, (map) => {
+          const existing = map.get(taskId)
+          if (existing) return [Transitions.resubmit(existing, prepared.sha), map] as const
+          const record = Transitions.newRecord({
+            taskId,
+            clientRequestId: request.clientRequestId,
+            payload: request.payload,
+            payloadSha256: prepared.sha,
+            now
+          })
+          return [Either.right(toReceipt(record)), new Map(map).set(taskId, record)] as const
+        }).pipe(Effect.flatMap((either) => either))
+      }),
+      read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
+        const record = yield* find(taskId)
+        return toView(yield* Transitions.checkHash(record, sha))
+      }),
+      cancel: Effect.fn("TaskStore.cancel")((taskId, sha) =>
+        update(taskId, (record, now) =>
+          Either.map(Transitions.checkHash(record, sha), () => {
+            const { next, outcome } = Transitions.cancel(record, now)
+            return [next, outcome] as const
+          })
+        )
+      ),
+      live: Effect.map(Ref.get(records), (map) => {
+        const all = [...map.values()]
+        return {
+          queued: all
+            .filter((record) => record.state === "queued")
+            .sort(submissionOrder)
+            .map((record) => record.task_id),
+          running: all.filter((record) => record.state === "running"),
+          invalid: []
+        }
+      }),
+      claim: Effect.fn("TaskStore.claim")(function* (taskId, request) {
+        const claimant = yield* claimantFor(host, request.workerId)
+        return yield* update(taskId, (record, now) => {
+          const next = Transitions.claim(record, claimant, now, request.leaseMillis)
+          return Either.right([
+            next,
+            next?.lease ? Option.some({ record: next, lease: next.lease }) : Option.none()
+          ] as const)
+        })
+      }),
+      heartbeat: Effect.fn("TaskStore.heartbeat")((taskId, lease, leaseMillis) =>
+        update(taskId, (record, now) =>
+          Either.map(
+            Transitions.heartbeat(record, lease, now, leaseMillis),
+            (next) => [next, next.lease ?? lease] as const
+          )
+        )
+      ),
+      complete: Effect.fn("TaskStore.complete")((taskId, lease, result) =>
+        update(taskId, (record, now) =>
+          Either.map(
+            Transitions.finish(record, lease, { _tag: "complete", result }, now),
+            (next) => [next, undefined] as const
+          )
+        )
+      ),
+      fail: Effect.fn("TaskStore.fail")((taskId, lease, error) =>
+        update(taskId, (record, now) =>
+          Either.map(
+            Transitions.finish(record, lease, { _tag: "failed", error }, now),
+            (next) => [next, undefined] as const
+          )
+        )
+      ),
+      list: Effect.fn("TaskStore.list")(function* (request) {
+        const map = yield* Ref.get(records)
+        return yield* pageOf(map.values(), request)
+      }),
+      check: Effect.map(Ref.get(records), (map) => {
+        const states = emptyStateCounts()
+        for (const record of map.values()) states[record.state] += 1
+        return { records: map.size, states, invalid_records: [] }
+      })
+    }
+    return store
+  })

@@ -1,0 +1,2 @@
+/** Kept equal to package.json's version (a test checks it). */
+export const Version = "0.1.0"

@@ -1,0 +1,323 @@
+/**
+ * The TaskStore contract: every implementation (memory, file, PostgreSQL) must pass this suite.
+ * Time is the TestClock's, so ordering and timestamps are exact.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { Scope } from "effect"
+import { Duration, Effect, Either, Option, TestClock } from "effect"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import type { TaskId } from "../../src/domain/ids.js"
+import { sha256Hex } from "../../src/domain/canonical.js"
+import type { TaskStoreShape } from "../../src/services/TaskStore.js"
+
+const id = (text: string) => ClientRequestId.make(text)
+const at = <A>(items: ReadonlyArray<A>, index: number): A => {
+  const item = items[index]
+  if (item === undefined) throw new Error(`no item ${index}`)
+  return item
+}
+const worker = { workerId: "w1", leaseMillis: 60_000 }
+
+export const taskStoreContract = (
+  name: string,
+  makeStore: () => Effect.Effect<TaskStoreShape, unknown, Scope.Scope>
+) =>
+  describe(`TaskStore contract: ${name}`, () => {
+    const withStore = <A, E>(body: (store: TaskStoreShape) => Effect.Effect<A, E, Scope.Scope>) =>
+      Effect.flatMap(makeStore(), body)
+
+    it.scoped("submit returns a receipt, and read shows the task queued", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("req-1"), payload: { message: "hello" } })
+          assert.match(receipt.task_id, /^[0-9a-f]{64}$/)
+          assert.strictEqual(receipt.payload_sha256, sha256Hex('{"message":"hello"}'))
+          assert.strictEqual(receipt.created_at, "1970-01-01T00:00:00.000Z")
+          const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(view.state, "queued")
+          assert.strictEqual(view.result, null)
+          assert.strictEqual(view.attempt, 0)
+          assert.deepStrictEqual(view.attempts, [])
+        })
+      )
+    )
+
+    it.scoped("the task id is keyed: not the plain hash of the request id", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("req-1"), payload: {} })
+          assert.notStrictEqual(receipt.task_id, sha256Hex("req-1"))
+          const other = yield* store.submit({ clientRequestId: id("req-2"), payload: {} })
+          assert.notStrictEqual(receipt.task_id, other.task_id)
+        })
+      )
+    )
+
+    it.scoped(
+      "resubmitting the same id and payload returns the identical receipt, whatever the key order",
+      () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const first = yield* store.submit({
+              clientRequestId: id("same"),
+              payload: { a: 1, b: [1, { c: 2, d: 3 }] }
+            })
+            yield* TestClock.adjust(Duration.seconds(5))
+            const again = yield* store.submit({
+              clientRequestId: id("same"),
+              payload: { b: [1, { d: 3, c: 2 }], a: 1 }
+            })
+            assert.strictEqual(JSON.stringify(again), JSON.stringify(first))
+            const page = yield* store.list({})
+            assert.strictEqual(page.tasks.length, 1)
+          })
+        )
+    )
+
+    it.scoped("the same id with another payload is a ConflictError and changes nothing", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const first = yield* store.submit({ clientRequestId: id("same"), payload: { v: 1 } })
+          const before = yield* store.read(first.task_id, first.payload_sha256)
+          const error = yield* Effect.flip(store.submit({ clientRequestId: id("same"), payload: { v: 2 } }))
+          assert.strictEqual(error._tag, "ConflictError")
+          if (error._tag === "ConflictError") assert.strictEqual(error.taskId, first.task_id)
+          assert.deepStrictEqual(yield* store.read(first.task_id, first.payload_sha256), before)
+        })
+      )
+    )
+
+    it.scoped("bad payloads are rejected naming the field, and nothing is stored", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const big = yield* Effect.flip(
+            store.submit({ clientRequestId: id("big"), payload: { text: "x".repeat(1024 * 1024) } })
+          )
+          assert.strictEqual(big._tag, "InvalidInput")
+          if (big._tag === "InvalidInput") {
+            assert.strictEqual(big.field, "payload")
+            assert.match(big.reason, /limit is 1048576 bytes/)
+          }
+          const notJson = yield* Effect.flip(
+            store.submit({ clientRequestId: id("nan"), payload: { n: Number.NaN } })
+          )
+          assert.strictEqual(notJson._tag, "InvalidInput")
+          assert.strictEqual((yield* store.list({})).tasks.length, 0)
+        })
+      )
+    )
+
+    it.scoped(
+      "read of an unknown task is UnknownTask; a wrong hash is HashMismatch and reveals nothing",
+      () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const receipt = yield* store.submit({ clientRequestId: id("r"), payload: { secret: "s3" } })
+            const unknown = yield* Effect.flip(store.read("0".repeat(64) as TaskId, receipt.payload_sha256))
+            assert.strictEqual(unknown._tag, "UnknownTask")
+            const mismatch = yield* Effect.flip(store.read(receipt.task_id, "f".repeat(64)))
+            assert.strictEqual(mismatch._tag, "HashMismatch")
+            assert.notInclude(JSON.stringify(mismatch), "s3")
+            assert.notInclude(JSON.stringify(mismatch), "queued")
+            const cancelMismatch = yield* Effect.flip(store.cancel(receipt.task_id, "f".repeat(64)))
+            assert.strictEqual(cancelMismatch._tag, "HashMismatch")
+            assert.strictEqual((yield* store.read(receipt.task_id, receipt.payload_sha256)).state, "queued")
+          })
+        )
+    )
+
+    it.scoped("cancel: queued becomes cancelled; again changes nothing; other states are reported", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const a = yield* store.submit({ clientRequestId: id("a"), payload: {} })
+          assert.deepStrictEqual(yield* store.cancel(a.task_id, a.payload_sha256), {
+            task_id: a.task_id,
+            cancelled: true,
+            state: "cancelled"
+          })
+          const after = yield* store.read(a.task_id, a.payload_sha256)
+          yield* TestClock.adjust(Duration.seconds(1))
+          assert.deepStrictEqual(yield* store.cancel(a.task_id, a.payload_sha256), {
+            task_id: a.task_id,
+            cancelled: true,
+            state: "cancelled"
+          })
+          assert.deepStrictEqual(yield* store.read(a.task_id, a.payload_sha256), after)
+
+          const b = yield* store.submit({ clientRequestId: id("b"), payload: {} })
+          const claimed = yield* store.claim(b.task_id, worker)
+          assert.isTrue(Option.isSome(claimed))
+          assert.deepStrictEqual(yield* store.cancel(b.task_id, b.payload_sha256), {
+            task_id: b.task_id,
+            cancelled: false,
+            state: "running"
+          })
+          if (Option.isSome(claimed)) yield* store.complete(b.task_id, claimed.value.lease, { ok: true })
+          assert.deepStrictEqual(yield* store.cancel(b.task_id, b.payload_sha256), {
+            task_id: b.task_id,
+            cancelled: false,
+            state: "complete"
+          })
+          // A cancelled task is never claimed.
+          assert.isTrue(Option.isNone(yield* store.claim(a.task_id, worker)))
+        })
+      )
+    )
+
+    it.scoped("live lists queued tasks oldest first, ties broken by task id", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const first = yield* store.submit({ clientRequestId: id("first"), payload: {} })
+          yield* TestClock.adjust(Duration.millis(1))
+          const tiedA = yield* store.submit({ clientRequestId: id("tied-a"), payload: {} })
+          const tiedB = yield* store.submit({ clientRequestId: id("tied-b"), payload: {} })
+          yield* TestClock.adjust(Duration.millis(1))
+          const last = yield* store.submit({ clientRequestId: id("last"), payload: {} })
+          const tied = [tiedA.task_id, tiedB.task_id].sort()
+          const snapshot = yield* store.live
+          assert.deepStrictEqual(snapshot.queued, [first.task_id, ...tied, last.task_id])
+          assert.deepStrictEqual(snapshot.running, [])
+        })
+      )
+    )
+
+    it.scoped("claim moves a queued task to running under a lease, once", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("c"), payload: { x: 1 } })
+          yield* TestClock.adjust(Duration.seconds(2))
+          const claimed = yield* store.claim(receipt.task_id, worker)
+          assert.isTrue(Option.isSome(claimed))
+          if (Option.isNone(claimed)) return
+          const { lease, record } = claimed.value
+          assert.strictEqual(lease.attempt, 1)
+          assert.strictEqual(lease.worker_id, "w1")
+          assert.strictEqual(lease.claimed_at, "1970-01-01T00:00:02.000Z")
+          assert.strictEqual(lease.expires_at, "1970-01-01T00:01:02.000Z")
+          assert.deepStrictEqual(record.payload, { x: 1 })
+          assert.isTrue(Option.isNone(yield* store.claim(receipt.task_id, { ...worker, workerId: "w2" })))
+          const snapshot = yield* store.live
+          assert.deepStrictEqual(snapshot.queued, [])
+          assert.deepStrictEqual(
+            snapshot.running.map((r) => r.task_id),
+            [receipt.task_id]
+          )
+          const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(view.state, "running")
+          assert.strictEqual(view.started_at, "1970-01-01T00:00:02.000Z")
+          assert.strictEqual(view.attempts[0]?.outcome, "running")
+          const unknown = yield* Effect.flip(store.claim("1".repeat(64) as TaskId, worker))
+          assert.strictEqual(unknown._tag, "UnknownTask")
+        })
+      )
+    )
+
+    it.scoped("heartbeat extends the lease; complete records the result; both are fenced", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("h"), payload: {} })
+          const claimed = yield* store.claim(receipt.task_id, worker)
+          if (Option.isNone(claimed)) return assert.fail("not claimed")
+          const { lease } = claimed.value
+          yield* TestClock.adjust(Duration.seconds(30))
+          const extended = yield* store.heartbeat(receipt.task_id, lease, 60_000)
+          assert.strictEqual(extended.expires_at, "1970-01-01T00:01:30.000Z")
+          const forged = { ...lease, owner_token: "not-the-owner" }
+          const stale = yield* Effect.flip(store.heartbeat(receipt.task_id, forged, 60_000))
+          assert.strictEqual(stale._tag, "StaleAttempt")
+          const staleComplete = yield* Effect.flip(store.complete(receipt.task_id, forged, { forged: true }))
+          assert.strictEqual(staleComplete._tag, "StaleAttempt")
+          yield* store.complete(receipt.task_id, lease, { answer: 42 })
+          const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(view.state, "complete")
+          assert.deepStrictEqual(view.result, { answer: 42 })
+          assert.strictEqual(view.finished_at, "1970-01-01T00:00:30.000Z")
+          assert.deepStrictEqual(
+            view.attempts.map((a) => [a.attempt, a.outcome, a.ended_at]),
+            [[1, "complete", "1970-01-01T00:00:30.000Z"]]
+          )
+          // A finished task never goes back: a second outcome is refused.
+          const again = yield* Effect.flip(store.fail(receipt.task_id, lease, { tag: "X", message: "late" }))
+          assert.strictEqual(again._tag, "StaleAttempt")
+          assert.strictEqual((yield* store.read(receipt.task_id, receipt.payload_sha256)).state, "complete")
+          assert.deepStrictEqual((yield* store.live).running, [])
+        })
+      )
+    )
+
+    it.scoped("fail records the error on the task and its attempt", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("f"), payload: {} })
+          const claimed = yield* store.claim(receipt.task_id, worker)
+          if (Option.isNone(claimed)) return assert.fail("not claimed")
+          yield* store.fail(receipt.task_id, claimed.value.lease, { tag: "ProviderFailed", message: "boom" })
+          const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(view.state, "failed")
+          assert.deepStrictEqual(view.error, { tag: "ProviderFailed", message: "boom" })
+          assert.deepStrictEqual(view.attempts[0]?.error, { tag: "ProviderFailed", message: "boom" })
+          assert.strictEqual(view.result, null)
+        })
+      )
+    )
+
+    it.scoped("list pages newest first, filters by state, and rejects a foreign cursor", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipts = []
+          for (let i = 0; i < 5; i++) {
+            receipts.push(yield* store.submit({ clientRequestId: id(`l${i}`), payload: { i } }))
+            yield* TestClock.adjust(Duration.millis(10))
+          }
+          const claimed = yield* store.claim(at(receipts, 1).task_id, worker)
+          assert.isTrue(Option.isSome(claimed))
+          const first = yield* store.list({ limit: 2 })
+          assert.deepStrictEqual(
+            first.tasks.map((t) => t.task_id),
+            [at(receipts, 4).task_id, at(receipts, 3).task_id]
+          )
+          assert.isNotNull(first.next_cursor)
+          const second = yield* store.list({ limit: 2, cursor: first.next_cursor ?? undefined })
+          assert.deepStrictEqual(
+            second.tasks.map((t) => t.task_id),
+            [at(receipts, 2).task_id, at(receipts, 1).task_id]
+          )
+          const third = yield* store.list({ limit: 2, cursor: second.next_cursor ?? undefined })
+          assert.deepStrictEqual(
+            third.tasks.map((t) => t.task_id),
+            [at(receipts, 0).task_id]
+          )
+          assert.isNull(third.next_cursor)
+          const running = yield* store.list({ state: "running" })
+          assert.deepStrictEqual(
+            running.tasks.map((t) => t.task_id),
+            [at(receipts, 1).task_id]
+          )
+          assert.strictEqual((yield* store.list({ state: "queued" })).tasks.length, 4)
+          assert.strictEqual((yield* store.list({ state: "complete" })).tasks.length, 0)
+          const bad = yield* Effect.either(store.list({ cursor: "not-a-cursor" }))
+          assert.isTrue(Either.isLeft(bad) && bad.left._tag === "InvalidInput")
+        })
+      )
+    )
+
+    it.scoped("check counts every record by state", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const a = yield* store.submit({ clientRequestId: id("a"), payload: {} })
+          yield* store.submit({ clientRequestId: id("b"), payload: {} })
+          yield* store.cancel(a.task_id, a.payload_sha256)
+          const report = yield* store.check
+          assert.strictEqual(report.records, 2)
+          assert.deepStrictEqual(report.states, {
+            queued: 1,
+            running: 0,
+            complete: 0,
+            failed: 0,
+            cancelled: 1
+          })
+          assert.deepStrictEqual(report.invalid_records, [])
+        })
+      )
+    )
+  })

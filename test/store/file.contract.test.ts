@@ -1,0 +1,4 @@
+import { taskStoreContract } from "../contract/TaskStore.contract.js"
+import { fileStore } from "../support/stores.js"
+
+taskStoreContract("file", () => fileStore())
