@@ -106,14 +106,31 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         })
       )
 
-    /** Drop index hints that no record backs; a submit in flight holds the lock, so wait for it. */
+    /** Where a record's marker belongs: queued and running records have exactly one. */
+    const markerOf = (record: TaskRecord): string | undefined =>
+      record.state === "queued"
+        ? layout.queuedMarker(record)
+        : record.state === "running"
+          ? layout.runningMarker(record.task_id)
+          : undefined
+
+    /**
+     * Make a marker that disagrees with its record agree, under the task's lock: a submit in
+     * flight holds the lock from marker to record, so a marker without a record here is a
+     * leftover. A damaged record keeps its marker, so that every pass keeps reporting it.
+     */
     const repairMarker = (taskId: TaskId, marker: string) =>
       locked(
         taskId,
         Effect.gen(function* () {
-          const record = yield* load(taskId).pipe(Effect.catchTag("InvalidRecord", () => Effect.succeedNone))
-          if (Option.isNone(record)) return yield* removeIfExists(fs, marker)
-          yield* alignMarkers(record.value)
+          const loaded = yield* load(taskId).pipe(
+            Effect.map(Option.getOrNull),
+            Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
+          )
+          if (loaded === "damaged") return
+          if (loaded === null) return yield* removeIfExists(fs, marker)
+          yield* alignMarkers(loaded)
+          if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
         })
       )
 

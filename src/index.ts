@@ -1,0 +1,37 @@
+/**
+ * RelayKeep as a library: the domain types, the ports and their layers, the worker pass.
+ * Compose your own program from these; `src/bin/` shows how the CLI does it.
+ */
+export * from "./domain/errors.js"
+export * from "./domain/ids.js"
+export * from "./domain/Task.js"
+export * as Transitions from "./domain/transitions.js"
+export { canonicalJson } from "./domain/canonical.js"
+export { parseDuration } from "./domain/duration.js"
+export { DefaultMaxPayloadBytes } from "./domain/submission.js"
+
+export { Host } from "./services/Host.js"
+export { Lock } from "./services/Lock.js"
+export type { LockOptions } from "./services/Lock.js"
+export type { FileLockSettings } from "./store/file/FileLock.js"
+export { Provider } from "./services/Provider.js"
+export type { ProviderError, ProviderResult, ProviderTask } from "./services/Provider.js"
+export type { ProviderDefinition } from "./providers/registry.js"
+export { echoProvider } from "./providers/echo.js"
+export { TaskStore } from "./services/TaskStore.js"
+export type {
+  CheckReport,
+  ClaimedTask,
+  ClaimRequest,
+  ListRequest,
+  LiveSnapshot,
+  SubmitRequest,
+  TaskPage,
+  TaskStoreShape
+} from "./services/TaskStore.js"
+export type { FileStoreOptions } from "./store/file/FileTaskStore.js"
+export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"
+
+export { runPass, PassReport, OrphanReport, DefaultLeaseMillis } from "./worker/pass.js"
+export type { PassOptions } from "./worker/pass.js"
+export { Version } from "./version.js"

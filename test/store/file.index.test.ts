@@ -1,0 +1,127 @@
+/** The file store's own promises beyond the contract: layout, modes, the index and its repair. */
+import { FileSystem } from "@effect/platform"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Ref } from "effect"
+import { statSync, readdirSync, writeFileSync, rmSync } from "node:fs"
+import { join } from "node:path"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import { Host } from "../../src/services/Host.js"
+import { TaskStore } from "../../src/services/TaskStore.js"
+import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
+
+const id = (text: string) => ClientRequestId.make(text)
+const mode = (path: string) => statSync(path).mode & 0o777
+
+/** A file store whose FileSystem counts reads of record files. */
+const countingStore = (root: string) =>
+  Effect.gen(function* () {
+    const reads = yield* Ref.make(0)
+    const counting = Layer.effect(
+      FileSystem.FileSystem,
+      Effect.map(FileSystem.FileSystem, (fs) => ({
+        ...fs,
+        readFile: (path: string) =>
+          Effect.zipRight(
+            path.endsWith(".json") ? Ref.update(reads, (n) => n + 1) : Effect.void,
+            fs.readFile(path)
+          )
+      }))
+    ).pipe(Layer.provide(NodeContext.layer))
+    const store = yield* buildService(
+      TaskStore,
+      TaskStore.layer({ root }).pipe(
+        Layer.provide(Host.layerTest({})),
+        Layer.provide(Layer.merge(NodeContext.layer, counting))
+      )
+    )
+    return { store, reads }
+  })
+
+describe("file store layout", () => {
+  it.scoped("creates the root 0700 and its files 0600, in the documented layout", () =>
+    Effect.gen(function* () {
+      const root = join(yield* tempDir, "data", "root")
+      const store = yield* fileStoreAt(root)
+      const receipt = yield* store.submit({ clientRequestId: id("m"), payload: {} })
+      for (const dir of [root, join(root, "tasks"), join(root, "index", "queued"), join(root, "locks")])
+        assert.strictEqual(mode(dir), 0o700, dir)
+      assert.strictEqual(mode(join(root, "secret")), 0o600)
+      assert.strictEqual(statSync(join(root, "secret")).size, 32)
+      const record = join(root, "tasks", `${receipt.task_id}.json`)
+      assert.strictEqual(mode(record), 0o600)
+      assert.deepStrictEqual(readdirSync(join(root, "index", "queued")).length, 1)
+      assert.deepStrictEqual(readdirSync(join(root, "locks")), [], "locks are released")
+    })
+  )
+
+  it.scoped("the secret persists: the same request id maps to the same task in the same root only", () =>
+    Effect.gen(function* () {
+      const root = yield* tempDir
+      const first = yield* (yield* fileStoreAt(root)).submit({
+        clientRequestId: id("same"),
+        payload: { a: 1 }
+      })
+      const again = yield* (yield* fileStoreAt(root, { pid: 7 })).submit({
+        clientRequestId: id("same"),
+        payload: { a: 1 }
+      })
+      assert.deepStrictEqual(again, first)
+      const elsewhere = yield* (yield* fileStoreAt(yield* tempDir)).submit({
+        clientRequestId: id("same"),
+        payload: { a: 1 }
+      })
+      assert.notStrictEqual(elsewhere.task_id, first.task_id)
+    })
+  )
+})
+
+describe("file store index", () => {
+  it.scoped("live reads only live records, however many tasks have finished", () =>
+    Effect.gen(function* () {
+      const root = yield* tempDir
+      const { store, reads } = yield* countingStore(root)
+      for (let i = 0; i < 60; i++) {
+        const receipt = yield* store.submit({ clientRequestId: id(`done-${i}`), payload: { i } })
+        yield* store.cancel(receipt.task_id, receipt.payload_sha256)
+      }
+      for (let i = 0; i < 3; i++) yield* store.submit({ clientRequestId: id(`live-${i}`), payload: { i } })
+      yield* Ref.set(reads, 0)
+      const live = yield* store.live
+      assert.strictEqual(live.queued.length, 3)
+      assert.strictEqual(yield* Ref.get(reads), 3)
+    })
+  )
+
+  it.scoped("live repairs markers that disagree with their records", () =>
+    Effect.gen(function* () {
+      const root = yield* tempDir
+      const store = yield* fileStoreAt(root)
+      const queued = join(root, "index", "queued")
+      const running = join(root, "index", "running")
+      // A finished task whose queued marker survived (a crash between the write and the removal).
+      const done = yield* store.submit({ clientRequestId: id("done"), payload: {} })
+      const doneMarker = readdirSync(queued)[0] ?? assert.fail("no marker")
+      yield* store.cancel(done.task_id, done.payload_sha256)
+      writeFileSync(join(queued, doneMarker), "")
+      // A running task whose marker is still in queued (a crash between claim and the move).
+      const moved = yield* store.submit({ clientRequestId: id("moved"), payload: {} })
+      const claimed = yield* store.claim(moved.task_id, { workerId: "w", leaseMillis: 60_000 })
+      assert.isTrue(Option.isSome(claimed))
+      rmSync(join(running, moved.task_id))
+      writeFileSync(join(queued, `000000000000001-${moved.task_id}`), "")
+      // A marker with no record at all (a crash between marker and record on submit).
+      const ghost = "a".repeat(64)
+      writeFileSync(join(queued, `000000000000002-${ghost}`), "")
+
+      const live = yield* store.live
+      assert.deepStrictEqual(live.queued, [])
+      assert.deepStrictEqual(
+        live.running.map((r) => r.task_id),
+        [moved.task_id]
+      )
+      assert.deepStrictEqual(readdirSync(queued), [])
+      assert.deepStrictEqual(readdirSync(running), [moved.task_id])
+    })
+  )
+})

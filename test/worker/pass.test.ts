@@ -1,0 +1,149 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Layer, Option, TestClock } from "effect"
+import { ProviderFailed } from "../../src/domain/errors.js"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import { Host } from "../../src/services/Host.js"
+import { Provider } from "../../src/services/Provider.js"
+import type { ProviderTask } from "../../src/services/Provider.js"
+import { TaskStore } from "../../src/services/TaskStore.js"
+import { runPass } from "../../src/worker/pass.js"
+
+const id = (text: string) => ClientRequestId.make(text)
+const here = { pid: 100, hostname: "here", bootId: "boot-1", alive: new Set([100, 200]) }
+const layers = (provider: Layer.Layer<Provider> = Provider.layer) =>
+  Layer.mergeAll(TaskStore.layerMemory(), provider).pipe(Layer.provideMerge(Host.layerTest(here)))
+const pass = runPass({ workerId: "test-worker", leaseMillis: 60_000 })
+
+describe("worker pass", () => {
+  it.effect("runs queued tasks oldest first through the echo provider, then finds nothing", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const older = yield* store.submit({ clientRequestId: id("older"), payload: { n: 1 } })
+      yield* TestClock.adjust(Duration.millis(5))
+      const newer = yield* store.submit({ clientRequestId: id("newer"), payload: { n: 2 } })
+      const report = yield* pass
+      assert.deepStrictEqual(report.dispatched, [older.task_id, newer.task_id])
+      assert.strictEqual(report.worker_pid, 100)
+      const view = yield* store.read(older.task_id, older.payload_sha256)
+      assert.strictEqual(view.state, "complete")
+      assert.deepStrictEqual(view.result, { echo: { n: 1 }, provider: "fake-echo" })
+      assert.strictEqual(view.attempts[0]?.worker_id, "test-worker")
+      const second = yield* pass
+      assert.deepStrictEqual(second.dispatched, [])
+    }).pipe(Effect.provide(layers()))
+  )
+
+  it.effect("fails a task whose provider is unknown, with a reason, and carries on", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const claude = yield* store.submit({
+        clientRequestId: id("c"),
+        payload: { provider: "nope", prompt: "x" }
+      })
+      const echo = yield* store.submit({ clientRequestId: id("e"), payload: {} })
+      const report = yield* pass
+      assert.sameMembers([...report.dispatched], [claude.task_id, echo.task_id])
+      const failed = yield* store.read(claude.task_id, claude.payload_sha256)
+      assert.strictEqual(failed.state, "failed")
+      assert.strictEqual(failed.error?.tag, "UnknownProvider")
+      assert.match(failed.error?.message ?? "", /no provider "nope"/)
+      assert.strictEqual((yield* store.read(echo.task_id, echo.payload_sha256)).state, "complete")
+    }).pipe(Effect.provide(layers()))
+  )
+
+  it.effect("records a provider failure on the task", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const receipt = yield* store.submit({ clientRequestId: id("x"), payload: {} })
+      yield* pass
+      const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+      assert.strictEqual(view.state, "failed")
+      assert.deepStrictEqual(view.error, { tag: "ProviderFailed", message: "scripted: exploded" })
+    }).pipe(
+      Effect.provide(
+        layers(
+          Provider.layerTest(() =>
+            Effect.fail(new ProviderFailed({ provider: "scripted", reason: "exploded", retryable: false }))
+          )
+        )
+      )
+    )
+  )
+
+  it.effect("sorts running tasks into unknown_running and orphaned, and never runs them", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const seen: Array<ProviderTask> = []
+      const claimWith = (name: string, leaseMillis: number) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id(name), payload: {} })
+          const claimed = yield* store.claim(receipt.task_id, { workerId: name, leaseMillis })
+          assert.isTrue(Option.isSome(claimed))
+          return receipt.task_id
+        })
+      const live = yield* claimWith("live", 60_000)
+      const expired = yield* claimWith("expired", 1_000)
+      yield* TestClock.adjust(Duration.seconds(2))
+      const report = yield* runPass({ workerId: "w", leaseMillis: 60_000 }).pipe(
+        Effect.provide(
+          Provider.layerTest((task) => Effect.sync(() => seen.push(task)).pipe(Effect.as({ result: 1 })))
+        )
+      )
+      assert.deepStrictEqual(report.unknown_running, [live])
+      assert.deepStrictEqual(
+        report.orphaned.map((o) => [o.task_id, o.reason, o.worker_id]),
+        [[expired, "lease_expired", "expired"]]
+      )
+      assert.deepStrictEqual(report.dispatched, [])
+      assert.deepStrictEqual(seen, [])
+    }).pipe(Effect.provide(layers()))
+  )
+
+  it.effect("reports a running task whose local owner died as orphaned owner_dead", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const receipt = yield* store.submit({ clientRequestId: id("d"), payload: {} })
+      // The store's process (pid 300) claims; the pass runs as pid 999, for which 300 is gone.
+      assert.isTrue(
+        Option.isSome(yield* store.claim(receipt.task_id, { workerId: "gone", leaseMillis: 60_000 }))
+      )
+      const report = yield* pass
+      assert.deepStrictEqual(
+        report.orphaned.map((o) => [o.task_id, o.reason]),
+        [[receipt.task_id, "owner_dead"]]
+      )
+      assert.deepStrictEqual(report.unknown_running, [])
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ ...here, pid: 300 }))),
+          Provider.layer,
+          Host.layerTest({ ...here, pid: 999, alive: new Set([999]) })
+        )
+      )
+    )
+  )
+
+  it.effect("reports a local lease from an earlier boot as orphaned owner_rebooted", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const receipt = yield* store.submit({ clientRequestId: id("r"), payload: {} })
+      assert.isTrue(
+        Option.isSome(yield* store.claim(receipt.task_id, { workerId: "old", leaseMillis: 60_000 }))
+      )
+      const report = yield* pass
+      assert.deepStrictEqual(
+        report.orphaned.map((o) => o.reason),
+        ["owner_rebooted"]
+      )
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ ...here, bootId: "boot-0" }))),
+          Provider.layer,
+          Host.layerTest(here)
+        )
+      )
+    )
+  )
+})
