@@ -1,15 +1,19 @@
 import { Command } from "@effect/cli"
 import { cancel } from "./cancel.js"
+import { audit } from "./audit.js"
 import { check } from "./check.js"
+import { demo } from "./demo.js"
 import { list } from "./list.js"
+import { memory } from "./memory.js"
 import { read } from "./read.js"
 import { submit } from "./submit.js"
+import { tasks } from "./tasks.js"
 import { worker } from "./worker.js"
 import { Version } from "../version.js"
 
 export const relaykeep = Command.make("relaykeep").pipe(
   Command.withDescription("Hand tasks to a durable local queue and read their results back by id."),
-  Command.withSubcommands([submit, read, cancel, worker, list, check])
+  Command.withSubcommands([submit, read, cancel, worker, list, check, tasks, memory, audit, demo])
 )
 
 export const run = Command.run(relaykeep, { name: "relaykeep", version: Version })

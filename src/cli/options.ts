@@ -4,6 +4,7 @@ import { Path } from "@effect/platform"
 import { Config, Effect, Either, Layer, Option } from "effect"
 import { parseDuration } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
+import { AuditLog } from "../mcp/AuditLog.js"
 import { TaskStore } from "../services/TaskStore.js"
 
 export const root = Options.text("root").pipe(
@@ -47,3 +48,7 @@ export const duration = (name: string, fallback: string) =>
       })
     )
   )
+
+/** The audit log under the resolved root: `<root>/audit/`. */
+export const auditLayer = (option: Option.Option<string>) =>
+  Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => AuditLog.layer(`${dir}/audit`)))

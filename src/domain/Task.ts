@@ -3,7 +3,7 @@ import { ClientRequestId, PayloadSha256, TaskId } from "./ids.js"
 
 /** A payload: any JSON object. Its size limit is a store setting. */
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
-  identifier: "JsonObject",
+  title: "JsonObject",
   description: "a JSON object"
 })
 export type JsonObject = typeof JsonObject.Type

@@ -1,13 +1,13 @@
 import { Either } from "effect"
 
-const Units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+const Units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
 /**
- * A duration as the CLI accepts it: `90s`, `5m`, `2h`, `250ms`, or a plain number of seconds.
+ * A duration as the CLI accepts it: `90s`, `5m`, `2h`, `30d`, `250ms`, or a plain number of seconds.
  * Returns milliseconds, or the reason it is not a duration.
  */
 export const parseDuration = (text: string): Either.Either<number, string> => {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim())
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim())
   const amount = match?.[1]
   if (amount === undefined) return Either.left(`${JSON.stringify(text)} is not a duration (try 90s, 5m, 2h)`)
   const millis = Math.round(Number(amount) * (Units[match?.[2] ?? "s"] ?? 1000))

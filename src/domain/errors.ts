@@ -99,3 +99,12 @@ export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()("Provid
     return `${this.provider}: ${this.reason}`
   }
 }
+
+/** No memory record has this id. */
+export class UnknownMemory extends Schema.TaggedError<UnknownMemory>()("UnknownMemory", {
+  id: Schema.String
+}) {
+  override get message() {
+    return `no memory record with id ${JSON.stringify(this.id)}`
+  }
+}

@@ -1,8 +1,7 @@
 import type { FileSystem, Path } from "@effect/platform"
 import type { Scope } from "effect"
 import { Clock, Context, Duration, Effect, Layer, Option, SynchronizedRef } from "effect"
-import { LockTimeout } from "../domain/errors.js"
-import type { StorageError } from "../domain/errors.js"
+import { LockTimeout, StorageError } from "../domain/errors.js"
 import type { FileLockSettings } from "../store/file/FileLock.js"
 import { DefaultWaitMillis, makeFileLock } from "../store/file/FileLock.js"
 import type { Host } from "./Host.js"
@@ -77,3 +76,16 @@ export class Lock extends Context.Tag("relaykeep/Lock")<
     })
   )
 }
+
+/**
+ * For stores and logs, a lock that could not be had is a storage failure: the operation did
+ * not take effect. Maps LockTimeout into StorageError, leaving every other error as it is.
+ */
+export const lockTimeoutAsStorageError = <A, E, R>(
+  effect: Effect.Effect<A, E | LockTimeout, R>
+): Effect.Effect<A, Exclude<E, LockTimeout> | StorageError, R> =>
+  Effect.catchIf(
+    effect,
+    (error): error is LockTimeout => error instanceof LockTimeout,
+    (error) => Effect.fail(new StorageError({ operation: "lock", path: error.key, reason: error.message }))
+  )

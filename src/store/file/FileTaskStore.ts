@@ -7,15 +7,15 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { Clock, Effect, Either, Option } from "effect"
-import type { InvalidRecord } from "../../domain/errors.js"
-import { LockTimeout, StorageError, UnknownTask } from "../../domain/errors.js"
+import type { InvalidRecord, StorageError } from "../../domain/errors.js"
+import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
 import { isTerminal, toReceipt, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
-import { Lock } from "../../services/Lock.js"
+import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
 import { claimantFor, emptyStateCounts, pageOf } from "../shared.js"
 import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
@@ -29,10 +29,6 @@ export interface FileStoreOptions {
   readonly maxPayloadBytes?: number
 }
 
-/** A lock that could not be had is a storage failure to callers of the store. */
-const lockToStorage = (error: LockTimeout) =>
-  new StorageError({ operation: "lock", path: error.key, reason: error.message })
-
 export const makeFileTaskStore = (options: FileStoreOptions) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
@@ -44,17 +40,12 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const deps = { fs, path, host, lock, layout }
 
     yield* ensureLayout(deps)
-    yield* reconcileAfterBoot(deps).pipe(Effect.catchTag("LockTimeout", (e) => Effect.fail(lockToStorage(e))))
+    yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
     yield* sweepTempFiles(deps, false)
     const secret = yield* loadSecret(deps)
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
-      lock.withLock(taskId, body).pipe(
-        Effect.catchIf(
-          (error): error is LockTimeout => error instanceof LockTimeout,
-          (error) => Effect.fail(lockToStorage(error))
-        )
-      )
+      lockTimeoutAsStorageError(lock.withLock(taskId, body))
 
     /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
     const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>

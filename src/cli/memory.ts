@@ -1,0 +1,34 @@
+import { Command, Options } from "@effect/cli"
+import { Effect, Layer } from "effect"
+import { memoryServer } from "../mcp/memory/server.js"
+import { serveStdio } from "../mcp/stdio.js"
+import { MemoryStore } from "../services/MemoryStore.js"
+import { printJson } from "./output.js"
+import { auditLayer, root } from "./options.js"
+
+const store = Options.file("store").pipe(Options.withDescription("The memory store, a JSONL file"))
+const fixture = Options.file("fixture", { exists: "yes" }).pipe(
+  Options.withDescription("JSONL records to import")
+)
+
+const serve = Command.make("serve", { root, store }, () => serveStdio(memoryServer)).pipe(
+  Command.withDescription("Serve the read-only relaykeep-memory MCP server on stdio (search, read)."),
+  Command.provide((args) => Layer.merge(MemoryStore.layer(args.store), auditLayer(args.root)))
+)
+
+const importCommand = Command.make("import", { store, fixture }, (args) =>
+  Effect.gen(function* () {
+    const memory = yield* MemoryStore
+    yield* printJson(yield* memory.importFile(args.fixture))
+  })
+).pipe(
+  Command.withDescription(
+    "Validate every row of --fixture, then append the new ones; any bad row rejects them all."
+  ),
+  Command.provide((args) => MemoryStore.layer(args.store))
+)
+
+export const memory = Command.make("memory").pipe(
+  Command.withDescription("The memory store and its MCP server."),
+  Command.withSubcommands([serve, importCommand])
+)

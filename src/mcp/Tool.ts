@@ -1,0 +1,85 @@
+/**
+ * A tool is a value: its name, what it takes and returns (as Effect Schemas, from which the
+ * MCP JSON Schemas are generated), its permission tier, an optional timeout, and a handler.
+ */
+import type { Duration } from "effect"
+import { Effect, JSONSchema, Schema } from "effect"
+import { describeParseError } from "../domain/input.js"
+import { InvalidArguments } from "./errors.js"
+
+export type Tier = "read_only" | "write" | "destructive"
+
+/** What a running handler may do besides computing its answer. */
+export interface ToolContext {
+  /** Report progress to the client, when it asked for it (a no-op otherwise). */
+  readonly progress: (progress: number, total?: number, message?: string) => Effect.Effect<void>
+}
+
+/** A failure a handler reports to the client: its tag and message become the error result. */
+export interface ToolFailure {
+  readonly _tag: string
+  readonly message: string
+}
+
+export interface ToolSpec<I, II, O, OI, E extends ToolFailure, R> {
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Schema<I, II>
+  /** The answer; encoded, it is the result's structuredContent, so it must be an object. */
+  readonly output: Schema.Schema<O, OI>
+  readonly tier: Tier
+  /** Calling twice with the same arguments has no further effect (default: true for read_only). */
+  readonly idempotent?: boolean
+  /** The tool reaches beyond this machine's RelayKeep data (default: false). */
+  readonly openWorld?: boolean
+  readonly timeout?: Duration.DurationInput
+  readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, E, R>
+}
+
+/** A call whose arguments decoded: ready to run, its answer already encoded to JSON. */
+export type PreparedCall<R> = (context: ToolContext) => Effect.Effect<unknown, ToolFailure, R>
+
+/** A tool with its types sealed inside, so tools of different shapes fit in one list. */
+export interface Tool<R> {
+  readonly name: string
+  readonly description: string
+  readonly tier: Tier
+  readonly idempotent: boolean
+  readonly openWorld: boolean
+  readonly timeout: Duration.DurationInput | undefined
+  readonly inputJsonSchema: JSONSchema.JsonSchema7Root
+  readonly outputJsonSchema: JSONSchema.JsonSchema7Root
+  /** Decode raw arguments; unknown, missing or ill-typed fields fail naming the field. */
+  readonly prepare: (args: unknown) => Effect.Effect<PreparedCall<R>, InvalidArguments>
+}
+
+export const defineTool = <I, II, O, OI, E extends ToolFailure, R>(
+  spec: ToolSpec<I, II, O, OI, E, R>
+): Tool<R> => {
+  const decode = Schema.decodeUnknown(spec.input, { errors: "first", onExcessProperty: "error" })
+  const encode = Schema.encode(spec.output)
+  return {
+    name: spec.name,
+    description: spec.description,
+    tier: spec.tier,
+    idempotent: spec.idempotent ?? spec.tier === "read_only",
+    openWorld: spec.openWorld ?? false,
+    timeout: spec.timeout,
+    inputJsonSchema: JSONSchema.make(spec.input),
+    outputJsonSchema: JSONSchema.make(spec.output),
+    prepare: (args) =>
+      decode(args ?? {}).pipe(
+        Effect.mapError(
+          (error) => new InvalidArguments({ tool: spec.name, reason: describeParseError(error) })
+        ),
+        Effect.map(
+          (input): PreparedCall<R> =>
+            (context) =>
+              Effect.flatMap(
+                spec.handler(input, context),
+                (output) => Effect.orDie(encode(output)) // our own output failing our own schema is a bug
+              )
+        )
+      )
+  }
+}

@@ -1,0 +1,72 @@
+/** The audit log's files: one JSONL file per UTC day, appended and fsynced. */
+import type { FileSystem, Path } from "@effect/platform"
+import { Effect, Either, Schema } from "effect"
+import {
+  ensureDirectory,
+  listDirectory,
+  removeIfExists,
+  syncDirectory,
+  toStorageError,
+  utf8,
+  writeDurable
+} from "../store/file/durable.js"
+import type { AuditEntry } from "./AuditEntry.js"
+import { AuditEntry as AuditEntrySchema } from "./AuditEntry.js"
+
+interface Files {
+  readonly fs: FileSystem.FileSystem
+  readonly path: Path.Path
+  readonly dir: string
+  readonly tempName: Effect.Effect<string>
+}
+
+const DayFile = /^\d{4}-\d{2}-\d{2}\.jsonl$/
+const decodeLine = Schema.decodeUnknownEither(Schema.parseJson(AuditEntrySchema))
+const line = (entry: AuditEntry) => `${JSON.stringify(entry)}\n`
+
+export const appendEntry = ({ fs, path, dir }: Files, entry: AuditEntry) =>
+  Effect.gen(function* () {
+    yield* ensureDirectory(fs, dir)
+    const file = path.join(dir, `${entry.time.slice(0, 10)}.jsonl`)
+    const isNew = !(yield* fs.exists(file).pipe(Effect.mapError(toStorageError("stat", file))))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const handle = yield* fs.open(file, { flag: "a", mode: 0o600 })
+        yield* handle.writeAll(utf8(line(entry)))
+        yield* handle.sync
+      })
+    ).pipe(Effect.mapError(toStorageError("append", file)))
+    if (isNew) yield* syncDirectory(fs, dir)
+  })
+
+/** Every entry, oldest first. A line that does not decode (a torn append) is skipped. */
+export const readEntries = ({ fs, path, dir }: Files) =>
+  Effect.gen(function* () {
+    const entries: Array<AuditEntry> = []
+    for (const name of [...(yield* listDirectory(fs, dir))].filter((n) => DayFile.test(n)).sort()) {
+      const file = path.join(dir, name)
+      const text = yield* fs.readFileString(file).pipe(Effect.mapError(toStorageError("read", file)))
+      for (const row of text.split("\n")) {
+        if (row.trim() === "") continue
+        const decoded = decodeLine(row)
+        if (Either.isRight(decoded)) entries.push(decoded.right)
+      }
+    }
+    return entries
+  })
+
+/** Replace the log's contents with `kept` (oldest first), file by file, durably. */
+export const rewriteEntries = ({ fs, path, dir, tempName }: Files, kept: ReadonlyArray<AuditEntry>) =>
+  Effect.gen(function* () {
+    const byDay = new Map<string, Array<AuditEntry>>()
+    for (const entry of kept) {
+      const day = `${entry.time.slice(0, 10)}.jsonl`
+      byDay.set(day, [...(byDay.get(day) ?? []), entry])
+    }
+    for (const name of (yield* listDirectory(fs, dir)).filter((n) => DayFile.test(n))) {
+      const file = path.join(dir, name)
+      const rows = byDay.get(name)
+      if (rows === undefined) yield* removeIfExists(fs, file)
+      else yield* writeDurable(fs, path, file, yield* tempName, utf8(rows.map(line).join("")))
+    }
+  })

@@ -1,0 +1,125 @@
+/**
+ * Every tool call goes through one pipeline: decode the arguments → ask the confirm policy
+ * (destructive tools only; no policy means no) → run with the tool's timeout → audit.
+ * It never throws: every outcome, including a defect in a handler, becomes a result.
+ */
+import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { isoTime } from "../domain/Task.js"
+import type { AuditStatus } from "./AuditEntry.js"
+import { AuditLog } from "./AuditLog.js"
+import { ConfirmPolicy } from "./ConfirmPolicy.js"
+import type { ConfirmRequest, Decision } from "./ConfirmPolicy.js"
+import { PermissionDenied, ToolTimeout, UnknownTool } from "./errors.js"
+import { redact } from "./redact.js"
+import type { Tool, ToolContext, ToolFailure } from "./Tool.js"
+
+/** What the transport knows about the call besides its arguments. */
+export interface CallContext extends ToolContext {
+  readonly server: string
+  readonly ask: ConfirmRequest["ask"]
+}
+
+export interface ToolResult {
+  readonly [key: string]: unknown
+  readonly content: ReadonlyArray<{ readonly type: "text"; readonly text: string }>
+  readonly structuredContent?: Record<string, unknown>
+  readonly isError?: boolean
+}
+
+const errorResult = (error: ToolFailure): ToolResult => ({
+  content: [{ type: "text", text: `${error._tag}: ${error.message}` }],
+  isError: true
+})
+
+const okResult = (encoded: unknown): ToolResult => {
+  const structured: Record<string, unknown> =
+    encoded !== null && typeof encoded === "object" && !Array.isArray(encoded)
+      ? { ...encoded }
+      : { value: encoded }
+  return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
+}
+
+export const noProgress: ToolContext["progress"] = () => Effect.void
+
+/** A context for calls made in-process (tests, library users): no progress, nobody to ask. */
+export const inProcessContext = (server: string): CallContext => ({
+  server,
+  progress: noProgress,
+  ask: undefined
+})
+
+const confirm = (request: ConfirmRequest): Effect.Effect<Decision> =>
+  Effect.flatMap(Effect.serviceOption(ConfirmPolicy), (policy) =>
+    Option.match(policy, {
+      onNone: () => Effect.succeed({ allowed: false, reason: "no confirmation policy is configured" }),
+      onSome: (p) => p.confirm(request)
+    })
+  )
+
+export const callTool = <R>(
+  tools: ReadonlyMap<string, Tool<R>>,
+  name: string,
+  args: unknown,
+  context: CallContext
+): Effect.Effect<ToolResult, never, R | AuditLog> =>
+  Effect.gen(function* () {
+    const audit = yield* AuditLog
+    const started = yield* Clock.currentTimeMillis
+    const redacted = redact(args ?? {})
+    const record = (status: AuditStatus, error: ToolFailure | undefined) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        audit.append({
+          time: isoTime(started),
+          server: context.server,
+          tool: name,
+          status,
+          duration_ms: now - started,
+          arguments: redacted,
+          error: error ? { tag: error._tag, message: error.message } : null
+        })
+      ).pipe(Effect.catchAll((failure) => Effect.logError(`audit append failed: ${failure.message}`)))
+    const fail = (status: AuditStatus, error: ToolFailure) =>
+      Effect.as(record(status, error), errorResult(error))
+
+    const tool = tools.get(name)
+    if (tool === undefined) return yield* fail("invalid", new UnknownTool({ tool: name }))
+    const prepared = yield* Effect.either(tool.prepare(args))
+    if (prepared._tag === "Left") return yield* fail("invalid", prepared.left)
+
+    if (tool.tier === "destructive") {
+      const decision = yield* confirm({ tool: name, tier: tool.tier, arguments: redacted, ask: context.ask })
+      if (!decision.allowed)
+        return yield* fail("denied", new PermissionDenied({ tool: name, reason: decision.reason }))
+    }
+
+    const run = prepared.right(context)
+    const timeout = tool.timeout
+    const bounded =
+      timeout === undefined
+        ? run
+        : Effect.timeoutFail(run, {
+            duration: timeout,
+            onTimeout: () => new ToolTimeout({ tool: name, millis: Duration.toMillis(timeout) })
+          })
+    const exit = yield* Effect.exit(bounded)
+    if (Exit.isSuccess(exit)) return yield* Effect.as(record("ok", undefined), okResult(exit.value))
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) {
+      return yield* fail(failure.value instanceof ToolTimeout ? "timeout" : "error", failure.value)
+    }
+    yield* Effect.logError(`tool ${name} died`, exit.cause)
+    return yield* fail("error", {
+      _tag: "InternalError",
+      message: "the tool failed unexpectedly; see the server log"
+    })
+  }).pipe(Effect.withSpan("Pipeline.call", { attributes: { tool: name } }))
+
+/** Index tools by name; a duplicate name is a programming error. */
+export const toolMap = <R>(tools: ReadonlyArray<Tool<R>>): ReadonlyMap<string, Tool<R>> => {
+  const map = new Map<string, Tool<R>>()
+  for (const tool of tools) {
+    if (map.has(tool.name)) throw new Error(`two tools named ${tool.name}`)
+    map.set(tool.name, tool)
+  }
+  return map
+}

@@ -1,0 +1,25 @@
+/** Recursive redaction of sensitive-looking keys, before anything reaches an audit file. */
+
+export const Redacted = "[REDACTED]"
+
+/**
+ * Key names whose values are secrets: passwords, secrets, tokens, API and private keys,
+ * authorization headers, cookies, credentials, sessions. Matched case-insensitively anywhere
+ * in the key, so `db_password`, `X-Api-Key` and `refreshToken` are caught.
+ */
+const Sensitive =
+  /pass(word|wd|phrase)?|secret|token|api[-_]?key|auth(orization)?|cookie|private[-_]?key|credential|session|signature|bearer|access[-_]?key|client[-_]?key/i
+
+export const isSensitiveKey = (key: string): boolean => Sensitive.test(key)
+
+/** A copy of `value` in which every value under a sensitive key, at any depth, is replaced. */
+export const redact = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(redact)
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {}
+    for (const [key, member] of Object.entries(value))
+      out[key] = isSensitiveKey(key) ? Redacted : redact(member)
+    return out
+  }
+  return value
+}

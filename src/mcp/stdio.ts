@@ -1,0 +1,31 @@
+/**
+ * Serving over stdio. stdout carries JSON-RPC only (logs go to stderr, see bin/), and the
+ * server ends when stdin closes, which the SDK's transport does not notice by itself.
+ */
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
+import { Effect } from "effect"
+import type { ServerSpec } from "./server.js"
+import { makeMcpServer } from "./server.js"
+
+export const serveStdio = <R>(spec: ServerSpec<R>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const server = yield* makeMcpServer(spec)
+      const transport = new StdioServerTransport()
+      yield* Effect.acquireRelease(
+        Effect.promise(() => server.connect(transport)),
+        () => Effect.promise(() => server.close()).pipe(Effect.ignore)
+      )
+      yield* Effect.logDebug(`${spec.name} serving on stdio`)
+      yield* Effect.async<void>((resume) => {
+        const done = () => resume(Effect.void)
+        process.stdin.once("end", done)
+        process.stdin.once("close", done)
+        server.onclose = done
+        return Effect.sync(() => {
+          process.stdin.off("end", done)
+          process.stdin.off("close", done)
+        })
+      })
+    })
+  )
