@@ -18,6 +18,7 @@ export default tseslint.config(
   {
     // Entrypoints and fixtures talk to the terminal directly; library code logs through Effect.
     files: ["src/bin/**", "fixtures/**", "examples/**", "scripts/**"],
+    languageOptions: { globals: { process: "readonly", console: "readonly", Buffer: "readonly" } },
     rules: { "no-console": "off" }
   }
 )
