@@ -1,7 +1,9 @@
 // A small audited MCP server built on RelayKeep's tool pipeline: a read-only tool, a write
-// tool and a destructive one. Destructive calls are denied unless allowed by name:
+// tool and a destructive one. Destructive calls are denied unless allowed by name, or
+// confirmed by the person at the client through MCP elicitation:
 //
 //   node examples/notes-server.mjs --audit-dir ./audit --allow clear_notes
+//   node examples/notes-server.mjs --audit-dir ./audit --confirm-with-elicitation
 //
 // Every call is validated, permitted, run under its timeout and written, redacted, to the
 // audit directory as JSONL. stdout carries JSON-RPC only; logs go to stderr.
@@ -49,7 +51,9 @@ const tools = [
 
 const live = Layer.mergeAll(
   AuditLog.layer(option("--audit-dir")[0] ?? "audit"),
-  ConfirmPolicy.layerAllowlist(option("--allow")),
+  process.argv.includes("--confirm-with-elicitation")
+    ? ConfirmPolicy.layerElicitation
+    : ConfirmPolicy.layerAllowlist(option("--allow")),
   Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
 ).pipe(Layer.provide(Host.layer), Layer.provideMerge(NodeContext.layer))
 

@@ -3,7 +3,7 @@
  * MCP JSON Schemas are generated), its permission tier, an optional timeout, and a handler.
  */
 import type { Duration } from "effect"
-import { Effect, JSONSchema, Schema } from "effect"
+import { Effect, JSONSchema, Predicate, Schema, SchemaAST } from "effect"
 import { describeParseError } from "../domain/input.js"
 import { InvalidArguments } from "./errors.js"
 
@@ -53,11 +53,33 @@ export interface Tool<R> {
   readonly prepare: (args: unknown) => Effect.Effect<PreparedCall<R>, InvalidArguments>
 }
 
+/**
+ * The keys an object input allows, when it is a plain struct. Schema's excess-property check
+ * does not apply to a struct without fields (`{}` accepts any object), so the pipeline closes
+ * such inputs itself: a call with junk arguments must never reach a confirmation step.
+ */
+const closedKeysOf = (ast: SchemaAST.AST): ReadonlySet<string> | undefined =>
+  SchemaAST.isTypeLiteral(ast) && ast.indexSignatures.length === 0
+    ? new Set(ast.propertySignatures.map((signature) => String(signature.name)))
+    : undefined
+
+const checkClosed = (tool: string, keys: ReadonlySet<string> | undefined, args: unknown) => {
+  if (keys === undefined) return Effect.void
+  if (!Predicate.isRecord(args)) {
+    return Effect.fail(new InvalidArguments({ tool, reason: "arguments must be an object" }))
+  }
+  const extra = Object.keys(args).find((key) => !keys.has(key))
+  return extra === undefined
+    ? Effect.void
+    : Effect.fail(new InvalidArguments({ tool, reason: `${extra}: is unexpected` }))
+}
+
 export const defineTool = <I, II, O, OI, E extends ToolFailure, R>(
   spec: ToolSpec<I, II, O, OI, E, R>
 ): Tool<R> => {
   const decode = Schema.decodeUnknown(spec.input, { errors: "first", onExcessProperty: "error" })
   const encode = Schema.encode(spec.output)
+  const closedKeys = closedKeysOf(spec.input.ast)
   return {
     name: spec.name,
     description: spec.description,
@@ -68,10 +90,14 @@ export const defineTool = <I, II, O, OI, E extends ToolFailure, R>(
     inputJsonSchema: JSONSchema.make(spec.input),
     outputJsonSchema: JSONSchema.make(spec.output),
     prepare: (args) =>
-      decode(args ?? {}).pipe(
-        Effect.mapError(
-          (error) => new InvalidArguments({ tool: spec.name, reason: describeParseError(error) })
-        ),
+      Effect.zipRight(
+        checkClosed(spec.name, closedKeys, args ?? {}),
+        decode(args ?? {}).pipe(
+          Effect.mapError(
+            (error) => new InvalidArguments({ tool: spec.name, reason: describeParseError(error) })
+          )
+        )
+      ).pipe(
         Effect.map(
           (input): PreparedCall<R> =>
             (context) =>
