@@ -2,11 +2,16 @@
 import { Effect, Either, ParseResult, Schema } from "effect"
 import { InvalidInput } from "./errors.js"
 
-/** The first problem Schema found, as `path: message`. */
+/**
+ * The first problem Schema found, as `path: message`. Schema's messages end with
+ * `, actual <value>`: that is cut, because the value is the caller's input (it may be a
+ * secret, or megabytes) and error messages travel to logs and audit files.
+ */
 export const describeParseError = (error: ParseResult.ParseError): string => {
   const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
   if (!issue) return "is invalid"
-  return issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message
+  const message = issue.message.replace(/,? actual [\s\S]*$/, "")
+  return issue.path.length > 0 ? `${issue.path.join(".")}: ${message}` : message
 }
 
 export const decodeField =

@@ -54,7 +54,8 @@ export interface Tool<R> {
 }
 
 /**
- * The keys an object input allows, when it is a plain struct. Schema's excess-property check
+ * The keys an object input allows, when it is a plain struct (looked up on its encoded side,
+ * so defaults and other transformations do not hide it). Schema's excess-property check
  * does not apply to a struct without fields (`{}` accepts any object), so the pipeline closes
  * such inputs itself: a call with junk arguments must never reach a confirmation step.
  */
@@ -79,7 +80,7 @@ export const defineTool = <I, II, O, OI, E extends ToolFailure, R>(
 ): Tool<R> => {
   const decode = Schema.decodeUnknown(spec.input, { errors: "first", onExcessProperty: "error" })
   const encode = Schema.encode(spec.output)
-  const closedKeys = closedKeysOf(spec.input.ast)
+  const closedKeys = closedKeysOf(SchemaAST.encodedAST(spec.input.ast))
   return {
     name: spec.name,
     description: spec.description,

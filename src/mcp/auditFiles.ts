@@ -31,8 +31,16 @@ export const appendEntry = ({ fs, path, dir }: Files, entry: AuditEntry) =>
     const isNew = !(yield* fs.exists(file).pipe(Effect.mapError(toStorageError("stat", file))))
     yield* Effect.scoped(
       Effect.gen(function* () {
-        const handle = yield* fs.open(file, { flag: "a", mode: 0o600 })
-        yield* handle.writeAll(utf8(line(entry)))
+        const handle = yield* fs.open(file, { flag: "a+", mode: 0o600 })
+        // A torn last line (a crash mid-append) must not swallow this entry: start a new line.
+        const size = Number((yield* handle.stat).size)
+        let prefix = ""
+        if (size > 0) {
+          yield* handle.seek(size - 1, "start")
+          const last = yield* handle.readAlloc(1)
+          if (last._tag === "Some" && last.value[0] !== 0x0a) prefix = "\n"
+        }
+        yield* handle.writeAll(utf8(prefix + line(entry)))
         yield* handle.sync
       })
     ).pipe(Effect.mapError(toStorageError("append", file)))

@@ -4,9 +4,11 @@
  * - Take: the lock file `<dir>/<key>` is created whole (temp file, then `link`, which fails if
  *   the name exists), holding `{owner, token, pid, host, boot_id, acquired_at, expires_at}`.
  * - Stale: its boot id is not this boot's (same host), its pid is gone (same host), or it expired.
- * - Remove-if-held-by(T): every unlink of a lock file, by its owner or by a breaker, happens
- *   under a guard file `<file>.break-<T>` named after the token T it means to remove, and
- *   re-reads the file under that guard: it unlinks only if the file still carries T.
+ * - Remove-if-held-by(T): every unlink of a lock file by a breaker, and by an owner whose lock
+ *   is near its expiry, happens under a guard file `<file>.break-<T>` named after the token T
+ *   it means to remove, and re-reads the file under that guard: it unlinks only if the file
+ *   still carries T. (An owner well inside its lock's lifetime removes it directly: nobody can
+ *   have judged it stale, and releasing then needs no disk space.)
  *   Two processes acting on the same judgement serialise on the same guard; a process acting on
  *   an old judgement finds a different token and does nothing. This closes the race where A
  *   and B both judge L1 stale, B replaces it with L2, and A removes L2.
@@ -151,6 +153,23 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
       )
     }
 
+    /**
+     * Release our own lock. While it is well inside its lifetime nobody can judge it stale (we
+     * are alive, and it has not expired), so it is removed directly: that needs no disk space,
+     * which matters when the disk is full. Near or past its expiry a breaker may be at work,
+     * so the removal goes through the guard like any other.
+     */
+    const release = (file: string, key: string, token: string, waitMillis: number) =>
+      Effect.gen(function* () {
+        const bytes = yield* readIfExists(fs, file)
+        if (Option.isNone(bytes)) return
+        const holder = decodeLockFile(fromUtf8(bytes.value))
+        if (Option.isNone(holder) || holder.value.token !== token) return
+        const now = yield* Clock.currentTimeMillis
+        if (now < timeMillis(holder.value.expires_at) - ttlMillis / 2) return yield* removeIfExists(fs, file)
+        yield* removeIfHeldBy(file, key, token, waitMillis, 0)
+      })
+
     const acquire = (key: string, options?: { readonly waitMillis?: number }) =>
       Effect.gen(function* () {
         if (!ValidKey.test(key)) {
@@ -159,7 +178,7 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         const file = path.join(directory, key)
         const waitMillis = options?.waitMillis ?? defaultWait
         yield* Effect.acquireRelease(take(file, key, ttlMillis, waitMillis, 0), (token) =>
-          removeIfHeldBy(file, key, token, waitMillis, 0).pipe(
+          release(file, key, token, waitMillis).pipe(
             Effect.catchAll((error) => Effect.logWarning(`could not release lock ${key}: ${error.message}`))
           )
         )

@@ -41,7 +41,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     yield* ensureLayout(deps)
     yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
-    yield* sweepTempFiles(deps, false)
+    yield* sweepTempFiles(deps)
     const secret = yield* loadSecret(deps)
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>

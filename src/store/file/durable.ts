@@ -89,7 +89,9 @@ export const createComplete = (
       Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
       Effect.mapError(toStorageError("link", path))
     )
-    yield* fs.remove(temp).pipe(Effect.mapError(toStorageError("remove", temp)))
+    // Once linked, the file exists whatever happens to the temp name: failing now would leave a
+    // created file (a held lock) that nobody owns. A leftover temp file is swept at the next start.
+    yield* fs.remove(temp).pipe(Effect.ignore)
     if (created && options.durable) yield* syncDirectory(fs, dir)
     return created
   }).pipe(Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)))

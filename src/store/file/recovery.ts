@@ -62,7 +62,7 @@ export const loadSecret = ({
   })
 
 /** Remove temp files left by writers that are gone. A live writer's temp file is left alone. */
-export const sweepTempFiles = ({ fs, path, host, layout }: Deps, everyone: boolean) =>
+export const sweepTempFiles = ({ fs, path, host, layout }: Deps) =>
   Effect.forEach(
     [layout.root, layout.tasks, layout.locks],
     (dir) =>
@@ -72,7 +72,7 @@ export const sweepTempFiles = ({ fs, path, host, layout }: Deps, everyone: boole
           (name) => {
             const pid = pidOfTempName(name)
             if (pid === undefined) return Effect.void
-            return Effect.flatMap(everyone ? Effect.succeed(false) : host.isAlive(pid), (alive) =>
+            return Effect.flatMap(host.isAlive(pid), (alive) =>
               alive ? Effect.void : removeIfExists(fs, path.join(dir, name))
             )
           },
@@ -97,7 +97,8 @@ export const reconcileAfterBoot = (deps: Deps) =>
       Effect.gen(function* () {
         const again = yield* readIfExists(fs, layout.boot)
         if (Option.isSome(again) && fromUtf8(again.value).trim() === host.bootId) return false
-        yield* sweepTempFiles(deps, true)
+        // Only dead writers' temp files: a process of this boot may be writing one right now.
+        yield* sweepTempFiles(deps)
         yield* rebuildIndex(deps)
         const token = yield* host.token
         yield* writeDurable(fs, path, layout.boot, tempName(host.pid, token), utf8(`${host.bootId}\n`))

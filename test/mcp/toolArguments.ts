@@ -1,0 +1,181 @@
+/**
+ * Arguments for every tool of both servers, by field: what each field accepts and what it must
+ * reject, and calls built from them (well-formed, ill-typed, with a key missing or extra, or
+ * anything at all).
+ */
+import { FastCheck as fc } from "effect"
+
+export interface Field {
+  readonly required: boolean
+  /** Values the input schema accepts (the call may still fail in the store). */
+  readonly valid: fc.Arbitrary<unknown>
+  /** Values it must reject: wrong types, nulls, out of range, huge strings where those are wrong. */
+  readonly invalid: fc.Arbitrary<unknown>
+}
+
+const huge = fc.integer({ min: 201, max: 200_000 }).map((n) => "a".repeat(n))
+const nonString = fc.oneof(
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.anything(), { maxLength: 3 }),
+  fc.dictionary(fc.string(), fc.anything(), { maxKeys: 3 })
+)
+const nonNumber = fc.oneof(
+  fc.string(),
+  huge,
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.integer(), { maxLength: 3 }),
+  fc.object({ maxDepth: 1 })
+)
+const hex64 = fc.stringMatching(/^[0-9a-f]{64}$/)
+const notHex64 = fc.oneof(
+  nonString,
+  huge,
+  fc.string().filter((s) => !/^[0-9a-f]{64}$/.test(s))
+)
+const printableId = fc.stringMatching(/^[A-Za-z0-9 _.:-]{1,60}$/)
+const badId = fc.oneof(nonString, huge, fc.constantFrom("", "bad\u0000id", "tab\tbed", "\u007f"))
+const intOutside = (min: number, max: number) =>
+  fc.oneof(
+    fc.integer({ max: min - 1 }),
+    fc.integer({ min: max + 1 }),
+    fc.double({ min: min + 0.01, max: max - 0.01, noInteger: true }),
+    nonNumber
+  )
+const States = ["queued", "running", "complete", "failed", "cancelled"]
+
+export const tools: Readonly<
+  Record<"tasks" | "memory", Readonly<Record<string, Readonly<Record<string, Field>>>>>
+> = {
+  tasks: {
+    submit: {
+      client_request_id: { required: true, valid: printableId, invalid: badId },
+      payload: {
+        required: true,
+        valid: fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }),
+        invalid: fc.oneof(
+          fc.string(),
+          huge,
+          fc.double(),
+          fc.boolean(),
+          fc.constant(null),
+          fc.array(fc.anything())
+        )
+      }
+    },
+    read: {
+      task_id: { required: true, valid: hex64, invalid: notHex64 },
+      payload_sha256: { required: true, valid: hex64, invalid: notHex64 },
+      wait_seconds: {
+        required: false,
+        valid: fc.double({ min: 0, max: 60, noNaN: true }),
+        invalid: fc.oneof(
+          fc.double({ max: -0.001 }),
+          fc.double({ min: 60.001 }),
+          fc.constant(Number.NaN),
+          nonNumber
+        )
+      }
+    },
+    cancel: {
+      task_id: { required: true, valid: hex64, invalid: notHex64 },
+      payload_sha256: { required: true, valid: hex64, invalid: notHex64 }
+    },
+    list: {
+      state: {
+        required: false,
+        valid: fc.constantFrom(...States),
+        invalid: fc.oneof(
+          nonString,
+          fc.string().filter((s) => !States.includes(s))
+        )
+      },
+      limit: { required: false, valid: fc.integer({ min: 1, max: 500 }), invalid: intOutside(1, 500) },
+      cursor: { required: false, valid: fc.oneof(fc.string(), huge), invalid: nonString }
+    }
+  },
+  memory: {
+    search: {
+      query: {
+        required: true,
+        valid: fc.oneof(
+          fc.string().filter((s) => s.trim().length > 0),
+          fc.constantFrom("lumen", "deploy approval"),
+          huge
+        ),
+        invalid: fc.oneof(nonString, fc.constantFrom("", " ", "\t\n"))
+      },
+      limit: { required: false, valid: fc.integer({ min: 1, max: 20 }), invalid: intOutside(1, 20) }
+    },
+    read: {
+      id: {
+        required: true,
+        valid: fc.oneof(printableId, fc.constantFrom("mem-1", "mem-2")),
+        invalid: badId
+      }
+    }
+  }
+}
+
+export type Server = keyof typeof tools
+export type Call = {
+  readonly server: Server
+  readonly tool: string
+  readonly args: unknown
+} & (
+  | { readonly kind: "anything" | "valid" }
+  | { readonly kind: "wrong" | "missing"; readonly field: string }
+  | { readonly kind: "extra"; readonly key: string }
+)
+
+const withoutKey = (args: Readonly<Record<string, unknown>>, key: string) =>
+  Object.fromEntries(Object.entries(args).filter(([name]) => name !== key))
+
+const callsFor = (
+  server: Server,
+  tool: string,
+  fields: Readonly<Record<string, Field>>
+): fc.Arbitrary<Call> => {
+  const names = Object.keys(fields)
+  const valid = (requiredKeys: ReadonlyArray<string>) =>
+    fc.record(Object.fromEntries(names.map((name) => [name, fields[name]?.valid ?? fc.constant(null)])), {
+      requiredKeys: [...requiredKeys]
+    })
+  const required = names.filter((name) => fields[name]?.required)
+  const some = valid(required)
+  const base = { server, tool }
+  const calls: Array<fc.Arbitrary<Call>> = [
+    fc.anything().map((args) => ({ ...base, kind: "anything", args })),
+    some.map((args) => ({ ...base, kind: "valid", args })),
+    fc
+      .tuple(
+        some,
+        fc.oneof(
+          ...names.map((name) => fc.tuple(fc.constant(name), fields[name]?.invalid ?? fc.constant(null)))
+        )
+      )
+      .map(([args, [field, bad]]) => ({ ...base, kind: "wrong", field, args: { ...args, [field]: bad } })),
+    fc
+      .tuple(
+        some,
+        fc.string().filter((key) => !Object.hasOwn(fields, key)),
+        fc.anything()
+      )
+      .map(([args, key, value]) => ({ ...base, kind: "extra", key, args: { ...args, [key]: value } }))
+  ]
+  if (required.length > 0)
+    calls.push(
+      fc
+        .tuple(valid(names), fc.constantFrom(...required))
+        .map(([args, field]) => ({ ...base, kind: "missing", field, args: withoutKey(args, field) }))
+    )
+  return fc.oneof(...calls)
+}
+
+export const anyCall = fc.oneof(
+  ...Object.entries(tools.tasks).map(([tool, fields]) => callsFor("tasks", tool, fields)),
+  ...Object.entries(tools.memory).map(([tool, fields]) => callsFor("memory", tool, fields))
+)
