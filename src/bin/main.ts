@@ -4,11 +4,9 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option } from "effect"
 import { runCli } from "../cli/main.js"
 import { Host } from "../services/Host.js"
-import { Provider } from "../services/Provider.js"
 
 const Live = Layer.mergeAll(
   Host.layer,
-  Provider.layer,
   Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
 ).pipe(Layer.provideMerge(NodeContext.layer))
 
@@ -27,5 +25,7 @@ export const main = (argv: ReadonlyArray<string>) =>
       ),
       Effect.provide(Live)
     ),
-    { disableErrorReporting: false }
+    // runMain's own pretty logger writes to stdout, which belongs to JSON-RPC in a stdio
+    // server; our logger (above) writes to stderr instead.
+    { disableErrorReporting: false, disablePrettyLogger: true }
   )

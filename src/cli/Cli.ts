@@ -3,6 +3,7 @@ import { cancel } from "./cancel.js"
 import { audit } from "./audit.js"
 import { check } from "./check.js"
 import { demo } from "./demo.js"
+import { doctor } from "./doctor.js"
 import { list } from "./list.js"
 import { memory } from "./memory.js"
 import { read } from "./read.js"
@@ -13,7 +14,7 @@ import { Version } from "../version.js"
 
 export const relaykeep = Command.make("relaykeep").pipe(
   Command.withDescription("Hand tasks to a durable local queue and read their results back by id."),
-  Command.withSubcommands([submit, read, cancel, worker, list, check, tasks, memory, audit, demo])
+  Command.withSubcommands([submit, read, cancel, worker, list, check, tasks, memory, audit, doctor, demo])
 )
 
 export const run = Command.run(relaykeep, { name: "relaykeep", version: Version })

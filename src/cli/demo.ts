@@ -9,6 +9,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { Console, Context, Effect, Layer, Schema } from "effect"
 import { fileURLToPath } from "node:url"
 import { Receipt, TaskView } from "../domain/Task.js"
+import { Provider } from "../services/Provider.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { runPass } from "../worker/pass.js"
 
@@ -59,10 +60,9 @@ const call = <A, I>(
       try: () => client.callTool({ name, arguments: args }),
       catch: (error) => new DemoStepFailed({ step, reason: `${name} failed: ${String(error)}` })
     })
-    if (result.isError)
-      return yield* Effect.fail(
-        new DemoStepFailed({ step, reason: `${name}: ${JSON.stringify(result.content)}` })
-      )
+    if (result.isError) {
+      return yield* new DemoStepFailed({ step, reason: `${name}: ${JSON.stringify(result.content)}` })
+    }
     return yield* Schema.decodeUnknown(schema)(result.structuredContent).pipe(
       Effect.mapError(
         (error) => new DemoStepFailed({ step, reason: `${name} answered unexpectedly: ${error.message}` })
@@ -150,7 +150,7 @@ const DemoLive = Layer.unwrapScoped(
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     const root = yield* fs.makeTempDirectoryScoped({ prefix: "relaykeep-demo-" })
-    return Layer.merge(Layer.succeed(DemoRoot, root), TaskStore.layer({ root }))
+    return Layer.mergeAll(Layer.succeed(DemoRoot, root), TaskStore.layer({ root }), Provider.layerEcho)
   })
 )
 

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { ClientRequestId, PayloadSha256, TaskId } from "./ids.js"
+import { AttemptReceipt } from "./provider.js"
 
 /** A payload: any JSON object. Its size limit is a store setting. */
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
@@ -14,17 +15,20 @@ export type TaskState = typeof TaskState.Type
 export const LiveStates: ReadonlyArray<TaskState> = ["queued", "running"]
 export const isTerminal = (state: TaskState): boolean => state !== "queued" && state !== "running"
 
-/** An ISO-8601 UTC timestamp with milliseconds, as written by `isoTime`. */
-export const Timestamp = Schema.String.pipe(
-  Schema.pattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, {
-    message: () => "must be an ISO-8601 UTC timestamp"
-  })
-)
-export const isoTime = (millis: number): string => new Date(millis).toISOString()
-export const timeMillis = (iso: string): number => Date.parse(iso)
+export { isoTime, timeMillis, Timestamp } from "./time.js"
+import { Timestamp } from "./time.js"
 
-/** Why an attempt or a task failed: the error's tag and a readable message. */
-export const TaskError = Schema.Struct({ tag: Schema.String, message: Schema.String })
+/**
+ * Why an attempt or a task failed: the error's tag and a readable message (at most 1,000
+ * characters), with the end of stderr and a failure field of stdout when a provider gave them
+ * (at most 300 characters each). Every cut is marked `[truncated]`.
+ */
+export const TaskError = Schema.Struct({
+  tag: Schema.String,
+  message: Schema.String,
+  stderr_tail: Schema.optional(Schema.String),
+  stdout_error: Schema.optional(Schema.String)
+})
 export type TaskError = typeof TaskError.Type
 
 /**
@@ -52,7 +56,9 @@ export const Attempt = Schema.Struct({
   started_at: Timestamp,
   ended_at: Schema.NullOr(Timestamp),
   outcome: AttemptOutcome,
-  error: Schema.NullOr(TaskError)
+  error: Schema.NullOr(TaskError),
+  /** What the provider did in this attempt (absent for the built-in echo). */
+  receipt: Schema.optional(AttemptReceipt)
 })
 export type Attempt = typeof Attempt.Type
 

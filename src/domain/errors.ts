@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { AttemptReceipt } from "./provider.js"
 
 /** The same client request id was submitted earlier with a different payload. Nothing changed. */
 export class ConflictError extends Schema.TaggedError<ConflictError>()("ConflictError", {
@@ -89,14 +90,76 @@ export class UnknownProvider extends Schema.TaggedError<UnknownProvider>()("Unkn
   }
 }
 
+/** Bounded detail a provider failure may carry: the end of stderr, a failure field of stdout. */
+const FailureDetail = {
+  stderr_tail: Schema.optional(Schema.String),
+  stdout_error: Schema.optional(Schema.String),
+  receipt: Schema.optional(AttemptReceipt)
+}
+
 /** A provider ran and failed. `retryable` says whether another attempt could succeed. */
 export class ProviderFailed extends Schema.TaggedError<ProviderFailed>()("ProviderFailed", {
   provider: Schema.String,
   reason: Schema.String,
-  retryable: Schema.Boolean
+  retryable: Schema.Boolean,
+  ...FailureDetail
 }) {
   override get message() {
     return `${this.provider}: ${this.reason}`
+  }
+}
+
+/** The payload does not fit its provider (keys, model). Nothing was started. Not retryable. */
+export class InvalidPayload extends Schema.TaggedError<InvalidPayload>()("InvalidPayload", {
+  provider: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `payload for ${this.provider}: ${this.reason}`
+  }
+}
+
+/** The worker is not set up for this provider (no executable, a relative path, no work dir). */
+export class ProviderUnavailable extends Schema.TaggedError<ProviderUnavailable>()("ProviderUnavailable", {
+  provider: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `${this.provider} is not available: ${this.reason}`
+  }
+}
+
+/** The provider ran past the task timeout; its whole process tree was stopped. */
+export class ProviderTimeout extends Schema.TaggedError<ProviderTimeout>()("ProviderTimeout", {
+  provider: Schema.String,
+  millis: Schema.Number,
+  ...FailureDetail
+}) {
+  override get message() {
+    return `${this.provider} did not finish within ${this.millis} ms; its processes were stopped`
+  }
+}
+
+/** The provider's output passed the limit; it was stopped and the output dropped. */
+export class OutputTooLarge extends Schema.TaggedError<OutputTooLarge>()("OutputTooLarge", {
+  provider: Schema.String,
+  limitBytes: Schema.Number,
+  ...FailureDetail
+}) {
+  override get message() {
+    return `${this.provider} wrote more than ${this.limitBytes} bytes; it was stopped`
+  }
+}
+
+/** A local model server answered as a different model than the one requested. */
+export class ModelMismatch extends Schema.TaggedError<ModelMismatch>()("ModelMismatch", {
+  provider: Schema.String,
+  requested: Schema.String,
+  reported: Schema.String,
+  ...FailureDetail
+}) {
+  override get message() {
+    return `${this.provider} reported model ${JSON.stringify(this.reported)}, not the requested ${JSON.stringify(this.requested)} (as reported by the server, not verified)`
   }
 }
 

@@ -6,6 +6,7 @@ import { Either } from "effect"
 import { canonicalJson, hmacSha256Hex, sha256Hex } from "./canonical.js"
 import { ConflictError, HashMismatch, StaleAttempt } from "./errors.js"
 import type { ClientRequestId } from "./ids.js"
+import type { AttemptReceipt } from "./provider.js"
 import { PayloadSha256, TaskId } from "./ids.js"
 import type { CancelOutcome, JsonObject, Lease, Receipt, TaskError, TaskRecord } from "./Task.js"
 import { isoTime, timeMillis, toReceipt } from "./Task.js"
@@ -164,8 +165,8 @@ export const heartbeat = (
   }))
 
 export type Outcome =
-  | { readonly _tag: "complete"; readonly result: unknown }
-  | { readonly _tag: "failed"; readonly error: TaskError }
+  | { readonly _tag: "complete"; readonly result: unknown; readonly receipt?: AttemptReceipt | undefined }
+  | { readonly _tag: "failed"; readonly error: TaskError; readonly receipt?: AttemptReceipt | undefined }
 
 /** `running → complete | failed`, fenced by the lease of the attempt that ran. */
 export const finish = (
@@ -186,7 +187,13 @@ export const finish = (
       finished_at: isoTime(now),
       attempts: record.attempts.map((attempt) =>
         attempt.attempt === lease.attempt
-          ? { ...attempt, ended_at: isoTime(now), outcome: outcome._tag, error }
+          ? {
+              ...attempt,
+              ended_at: isoTime(now),
+              outcome: outcome._tag,
+              error,
+              ...(outcome.receipt === undefined ? {} : { receipt: outcome.receipt })
+            }
           : attempt
       )
     }

@@ -8,7 +8,7 @@ export const Redacted = "[REDACTED]"
  * in the key, so `db_password`, `X-Api-Key` and `refreshToken` are caught.
  */
 const Sensitive =
-  /pass(word|wd|phrase)?|secret|token|api[-_]?key|auth(orization)?|cookie|private[-_]?key|credential|session|signature|bearer|access[-_]?key|client[-_]?key/i
+  /pass(word|wd|phrase)?|secret|token|api[-_]?key|authori[sz]ation|auth(?!or)|cookie|private[-_]?key|credential|session|signature|bearer|access[-_]?key|client[-_]?key/i
 
 export const isSensitiveKey = (key: string): boolean => Sensitive.test(key)
 

@@ -21,15 +21,35 @@ export interface ServerSpec<R> {
   readonly tools: ReadonlyArray<Tool<R>>
 }
 
+/**
+ * A JSON Schema without `$schema` and `$id` keys. Effect marks every `unknown` as
+ * `$id: "/schemas/unknown"`; a schema holding several of them is rejected by validators such
+ * as Ajv (the SDK client's), since one `$id` would name several places.
+ */
+const withoutIds = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(withoutIds)
+  if (value === null || typeof value !== "object") return value
+  return Object.fromEntries(
+    Object.entries(value).flatMap(([key, member]) =>
+      key === "$id" || key === "$schema" ? [] : [[key, withoutIds(member)]]
+    )
+  )
+}
+
+const objectSchema = (schema: unknown): { readonly type: "object"; readonly [key: string]: unknown } => {
+  const cleaned = withoutIds(schema)
+  return { ...(cleaned !== null && typeof cleaned === "object" ? cleaned : {}), type: "object" }
+}
+
 /** The tools/list entry of a tool: schemas from its Effect Schemas, hints from its tier. */
 export const describeTool = <R>(tool: Tool<R>) => {
-  const { $schema: _input, ...inputSchema } = tool.inputJsonSchema
-  const { $schema: _output, ...outputSchema } = tool.outputJsonSchema
+  const inputSchema = objectSchema(tool.inputJsonSchema)
+  const outputSchema = objectSchema(tool.outputJsonSchema)
   return {
     name: tool.name,
     description: tool.description,
-    inputSchema: { type: "object" as const, ...inputSchema },
-    outputSchema: { type: "object" as const, ...outputSchema },
+    inputSchema,
+    outputSchema,
     annotations: {
       readOnlyHint: tool.tier === "read_only",
       destructiveHint: tool.tier === "destructive",
@@ -95,8 +115,9 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
     server.setRequestHandler(ListToolsRequestSchema, () =>
       Promise.resolve({ tools: spec.tools.map(describeTool) })
     )
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-      Runtime.runPromise(runtime)(
+    const inFlight = new Set<Promise<unknown>>()
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+      const call = Runtime.runPromise(runtime)(
         callTool(
           tools,
           request.params.name,
@@ -105,6 +126,11 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
         ),
         { signal: extra.signal }
       )
-    )
-    return server
+      inFlight.add(call)
+      void call.finally(() => inFlight.delete(call)).catch(() => undefined)
+      return call
+    })
+    /** Settles once every call received so far has been answered (or failed). */
+    const drain = Effect.promise(() => Promise.allSettled([...inFlight]))
+    return { server, drain }
   })

@@ -10,7 +10,7 @@ import { makeMcpServer } from "./server.js"
 export const serveStdio = <R>(spec: ServerSpec<R>) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const server = yield* makeMcpServer(spec)
+      const { server, drain } = yield* makeMcpServer(spec)
       const transport = new StdioServerTransport()
       yield* Effect.acquireRelease(
         Effect.promise(() => server.connect(transport)),
@@ -26,6 +26,12 @@ export const serveStdio = <R>(spec: ServerSpec<R>) =>
           process.stdin.off("end", done)
           process.stdin.off("close", done)
         })
+      })
+      // A call that arrived just before stdin closed is still answered and audited: wait for
+      // the handlers, then one turn of the event loop for their responses to be written.
+      yield* drain
+      yield* Effect.async<void>((resume) => {
+        setImmediate(() => resume(Effect.void))
       })
     })
   )

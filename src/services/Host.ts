@@ -20,6 +20,12 @@ export class Host extends Context.Tag("relaykeep/Host")<
     readonly token: Effect.Effect<string>
     /** Cryptographically random bytes (secrets). */
     readonly randomBytes: (size: number) => Effect.Effect<Uint8Array>
+    /** This process's environment, as it was at start. */
+    readonly environment: Readonly<Record<string, string>>
+    /** Send a signal to every process of a process group; false when none is left. */
+    readonly signalGroup: (pgid: number, signal: "SIGTERM" | "SIGKILL") => Effect.Effect<boolean>
+    /** Whether any process of the group is still alive. */
+    readonly groupAlive: (pgid: number) => Effect.Effect<boolean>
   }
 >() {
   /** The real process table. The boot id comes from the kernel; elsewhere, from the boot time. */
@@ -39,7 +45,10 @@ export class Host extends Context.Tag("relaykeep/Host")<
         bootId,
         isAlive: (pid) => Effect.sync(() => processExists(pid)),
         token: Effect.sync(() => randomUUID().replaceAll("-", "")),
-        randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size)))
+        randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size))),
+        environment: environmentSnapshot(),
+        signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
+        groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0))
       })
     })
   )
@@ -53,6 +62,7 @@ export class Host extends Context.Tag("relaykeep/Host")<
     readonly hostname?: string
     readonly bootId?: string
     readonly alive?: ReadonlySet<number>
+    readonly environment?: Readonly<Record<string, string>>
   }) =>
     Layer.succeed(
       Host,
@@ -62,9 +72,29 @@ export class Host extends Context.Tag("relaykeep/Host")<
         bootId: options.bootId ?? "test-boot",
         isAlive: (pid) => Effect.succeed(pid === (options.pid ?? 4242) || (options.alive?.has(pid) ?? false)),
         token: Effect.sync(() => randomUUID().replaceAll("-", "")),
-        randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size)))
+        randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size))),
+        environment: options.environment ?? {},
+        // Process groups are real even in tests: the children that tests spawn are real.
+        signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
+        groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0))
       })
     )
+}
+
+const environmentSnapshot = (): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(process.env).flatMap(([key, value]) => (value === undefined ? [] : [[key, value]]))
+  )
+
+/** kill(-pgid): deliver to the whole group; signal 0 only asks whether any member is left. */
+const signalGroup = (pgid: number, signal: "SIGTERM" | "SIGKILL" | 0): boolean => {
+  if (!Number.isInteger(pgid) || pgid <= 1) return false
+  try {
+    process.kill(-pgid, signal)
+    return true
+  } catch {
+    return false
+  }
 }
 
 const processExists = (pid: number): boolean => {

@@ -61,7 +61,9 @@ export class Lock extends Context.Tag("relaykeep/Lock")<
           const waitMillis = options?.waitMillis ?? DefaultWaitMillis
           const started = yield* Clock.currentTimeMillis
           const taken = yield* Effect.acquireRelease(
-            semaphore.take(1).pipe(Effect.timeoutOption(Duration.millis(waitMillis))),
+            // The wait must stay interruptible inside acquireRelease, or neither the timeout nor a
+            // shutdown could end it.
+            Effect.interruptible(semaphore.take(1)).pipe(Effect.timeoutOption(Duration.millis(waitMillis))),
             (permit) => (Option.isSome(permit) ? semaphore.release(1) : Effect.void)
           )
           if (Option.isNone(taken)) {

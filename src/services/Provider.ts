@@ -1,8 +1,22 @@
 import { Context, Effect, Layer } from "effect"
-import type { ProviderFailed, UnknownProvider } from "../domain/errors.js"
+import type {
+  InvalidPayload,
+  ModelMismatch,
+  OutputTooLarge,
+  ProviderFailed,
+  ProviderTimeout,
+  ProviderUnavailable,
+  UnknownProvider
+} from "../domain/errors.js"
+import type { AttemptReceipt } from "../domain/provider.js"
 import type { TaskId } from "../domain/ids.js"
 import type { JsonObject } from "../domain/Task.js"
+import { makeClaudeProvider } from "../providers/claude.js"
+import { makeCodexProvider } from "../providers/codex.js"
 import { echoProvider } from "../providers/echo.js"
+import { makeOllamaProvider } from "../providers/ollama.js"
+import { makeOpenAiProvider } from "../providers/openai.js"
+import type { ProviderSettings } from "../providers/settings.js"
 import type { ProviderDefinition } from "../providers/registry.js"
 import { makeRegistry } from "../providers/registry.js"
 
@@ -13,12 +27,20 @@ export interface ProviderTask {
   readonly payload: JsonObject
 }
 
-/** What a provider hands back: the task's result, a JSON value. */
+/** What a provider hands back: the task's result (a JSON value) and what the attempt did. */
 export interface ProviderResult {
   readonly result: unknown
+  readonly receipt?: AttemptReceipt | undefined
 }
 
-export type ProviderError = UnknownProvider | ProviderFailed
+export type ProviderError =
+  | UnknownProvider
+  | ProviderFailed
+  | InvalidPayload
+  | ProviderUnavailable
+  | ProviderTimeout
+  | OutputTooLarge
+  | ModelMismatch
 
 /** Runs one attempt of a task, chosen by the payload's `provider` key. */
 export class Provider extends Context.Tag("relaykeep/Provider")<
@@ -28,8 +50,26 @@ export class Provider extends Context.Tag("relaykeep/Provider")<
     readonly run: (task: ProviderTask) => Effect.Effect<ProviderResult, ProviderError>
   }
 >() {
-  /** The built-in providers. A payload without a `provider` key goes to the echo provider. */
-  static readonly layer = Layer.succeed(Provider, makeRegistry([echoProvider]))
+  /**
+   * Every provider: echo for payloads without a `provider` key, and claude, codex, ollama and
+   * openai, configured by the worker's settings (which no payload can change).
+   */
+  static readonly layer = (settings: ProviderSettings) =>
+    Layer.effect(
+      Provider,
+      Effect.gen(function* () {
+        return makeRegistry([
+          echoProvider,
+          yield* makeClaudeProvider(settings),
+          yield* makeCodexProvider(settings),
+          yield* makeOllamaProvider(settings),
+          yield* makeOpenAiProvider(settings)
+        ])
+      })
+    )
+
+  /** Only the echo provider: for the demo and for queues that need no model. */
+  static readonly layerEcho = Layer.succeed(Provider, makeRegistry([echoProvider]))
 
   /** A registry of the given providers, for tests and library users. */
   static readonly layerWith = (providers: ReadonlyArray<ProviderDefinition>) =>

@@ -11,6 +11,7 @@ import type {
   UnknownTask
 } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
+import type { AttemptReceipt } from "../domain/provider.js"
 import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
 import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
 import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
@@ -115,10 +116,20 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       lease: Lease,
       leaseMillis: number
     ) => Effect.Effect<Lease, OutcomeError>
-    /** Record the result of a running attempt. Fenced by the lease. */
-    readonly complete: (taskId: TaskId, lease: Lease, result: unknown) => Effect.Effect<void, OutcomeError>
-    /** Record the failure of a running attempt. Fenced by the lease. */
-    readonly fail: (taskId: TaskId, lease: Lease, error: TaskError) => Effect.Effect<void, OutcomeError>
+    /** Record the result of a running attempt, and what the provider did. Fenced by the lease. */
+    readonly complete: (
+      taskId: TaskId,
+      lease: Lease,
+      result: unknown,
+      receipt?: AttemptReceipt
+    ) => Effect.Effect<void, OutcomeError>
+    /** Record the failure of a running attempt, and what the provider did. Fenced by the lease. */
+    readonly fail: (
+      taskId: TaskId,
+      lease: Lease,
+      error: TaskError,
+      receipt?: AttemptReceipt
+    ) => Effect.Effect<void, OutcomeError>
     /** A page of task summaries, newest first. */
     readonly list: (request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>
     /** Read every record and report every damaged one. Costs O(all tasks). */

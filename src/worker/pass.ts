@@ -10,6 +10,9 @@ import type { Lease, TaskError } from "../domain/Task.js"
 import { leaseStatus } from "../domain/transitions.js"
 import { Host } from "../services/Host.js"
 import { Provider } from "../services/Provider.js"
+import type { ProviderError } from "../services/Provider.js"
+import type { AttemptReceipt } from "../domain/provider.js"
+import { MaxMessageChars, truncate } from "../domain/provider.js"
 import { TaskStore } from "../services/TaskStore.js"
 
 export const OrphanReport = Schema.Struct({
@@ -88,8 +91,8 @@ export const runPass = (
         .run({ taskId, attempt: lease.attempt, payload: record.payload })
         .pipe(Effect.either, keepLeaseAlive(store, taskId, lease, options.leaseMillis))
       const saved = yield* Either.match(outcome, {
-        onRight: (done) => store.complete(taskId, lease, done.result),
-        onLeft: (error) => store.fail(taskId, lease, taskErrorOf(error))
+        onRight: (done) => store.complete(taskId, lease, done.result, done.receipt),
+        onLeft: (error) => store.fail(taskId, lease, taskErrorOf(error), receiptOf(error))
       }).pipe(Effect.either)
       if (Either.isLeft(saved)) {
         const error = saved.left
@@ -113,10 +116,21 @@ export const runPass = (
     }
   }).pipe(Effect.withSpan("Worker.pass"))
 
-const taskErrorOf = (error: { readonly _tag: string; readonly message: string }): TaskError => ({
+/**
+ * What a task keeps of a provider's failure: the tag and the message (cut at 1,000
+ * characters), and the bounded stderr tail and stdout failure field the provider gave.
+ */
+export const taskErrorOf = (error: ProviderError): TaskError => ({
   tag: error._tag,
-  message: error.message
+  message: truncate(error.message, MaxMessageChars),
+  ...("stderr_tail" in error && error.stderr_tail !== undefined && error.stderr_tail !== ""
+    ? { stderr_tail: error.stderr_tail }
+    : {}),
+  ...("stdout_error" in error && error.stdout_error !== undefined ? { stdout_error: error.stdout_error } : {})
 })
+
+const receiptOf = (error: ProviderError): AttemptReceipt | undefined =>
+  "receipt" in error ? error.receipt : undefined
 
 /** Run `work` while a background fiber extends the lease every third of its length. */
 const keepLeaseAlive =

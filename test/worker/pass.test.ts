@@ -10,7 +10,7 @@ import { runPass } from "../../src/worker/pass.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const here = { pid: 100, hostname: "here", bootId: "boot-1", alive: new Set([100, 200]) }
-const layers = (provider: Layer.Layer<Provider> = Provider.layer) =>
+const layers = (provider: Layer.Layer<Provider> = Provider.layerEcho) =>
   Layer.mergeAll(TaskStore.layerMemory(), provider).pipe(Layer.provideMerge(Host.layerTest(here)))
 const pass = runPass({ workerId: "test-worker", leaseMillis: 60_000 })
 
@@ -117,7 +117,7 @@ describe("worker pass", () => {
       Effect.provide(
         Layer.mergeAll(
           TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ ...here, pid: 300 }))),
-          Provider.layer,
+          Provider.layerEcho,
           Host.layerTest({ ...here, pid: 999, alive: new Set([999]) })
         )
       )
@@ -140,7 +140,7 @@ describe("worker pass", () => {
       Effect.provide(
         Layer.mergeAll(
           TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ ...here, bootId: "boot-0" }))),
-          Provider.layer,
+          Provider.layerEcho,
           Host.layerTest(here)
         )
       )

@@ -63,7 +63,8 @@ export const readTool = defineTool({
         const view = yield* store.read(input.task_id, input.payload_sha256)
         const elapsed = (yield* Clock.currentTimeMillis) - started
         if (isTerminal(view.state) || elapsed >= waitMillis) return view
-        yield* context.progress(Math.floor(elapsed / 1000), waitMillis / 1000, `task is ${view.state}`)
+        // Progress must grow with every notification: seconds waited, unrounded.
+        yield* context.progress(elapsed / 1000, waitMillis / 1000, `task is ${view.state}`)
         yield* Effect.sleep(Duration.millis(Math.min(PollMillis, waitMillis - elapsed)))
       }
     })

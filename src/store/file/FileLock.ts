@@ -4,11 +4,11 @@
  * - Take: the lock file `<dir>/<key>` is created whole (temp file, then `link`, which fails if
  *   the name exists), holding `{owner, token, pid, host, boot_id, acquired_at, expires_at}`.
  * - Stale: its boot id is not this boot's (same host), its pid is gone (same host), or it expired.
- * - Remove-if-held-by(T): every unlink of a lock file by a breaker, and by an owner whose lock
- *   is near its expiry, happens under a guard file `<file>.break-<T>` named after the token T
- *   it means to remove, and re-reads the file under that guard: it unlinks only if the file
- *   still carries T. (An owner well inside its lock's lifetime removes it directly: nobody can
- *   have judged it stale, and releasing then needs no disk space.)
+ * - Remove-if-held-by(T): every unlink of a lock file, by its owner or by a breaker, happens
+ *   under a guard file `<file>.break-<T>` named after the token T it means to remove, and
+ *   re-reads the file under that guard: it unlinks only if the file still carries T. (Only when
+ *   the guard itself cannot be created, on a full disk, does an owner whose lock is well inside
+ *   its lifetime remove it directly.)
  *   Two processes acting on the same judgement serialise on the same guard; a process acting on
  *   an old judgement finds a different token and does nothing. This closes the race where A
  *   and B both judge L1 stale, B replaces it with L2, and A removes L2.
@@ -128,7 +128,8 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
           const now = yield* Clock.currentTimeMillis
           if (now - started >= waitMillis) return yield* new LockTimeout({ key, waitedMillis: now - started })
           const jitter = yield* Random.nextIntBetween(0, pause + 1)
-          yield* Effect.sleep(Duration.millis(pause + jitter))
+          // Only the back-off is interruptible: no interruption can leave a created lock file behind.
+          yield* Effect.interruptible(Effect.sleep(Duration.millis(pause + jitter)))
           pause = Math.min(pause * 2, 25)
         }
       })
@@ -154,21 +155,26 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
     }
 
     /**
-     * Release our own lock. While it is well inside its lifetime nobody can judge it stale (we
-     * are alive, and it has not expired), so it is removed directly: that needs no disk space,
-     * which matters when the disk is full. Near or past its expiry a breaker may be at work,
-     * so the removal goes through the guard like any other.
+     * Release our own lock, through the guard like any removal. If the guard cannot be created
+     * (a full disk), and the lock is still ours and well inside its lifetime, it is removed
+     * directly: then nobody can have judged it stale, and leaving it would block the task until
+     * it expires. (A holder stalled past half its lifetime between that check and the removal
+     * could still remove a successor's lock; the lease fence in the record stops such a holder.)
      */
     const release = (file: string, key: string, token: string, waitMillis: number) =>
-      Effect.gen(function* () {
-        const bytes = yield* readIfExists(fs, file)
-        if (Option.isNone(bytes)) return
-        const holder = decodeLockFile(fromUtf8(bytes.value))
-        if (Option.isNone(holder) || holder.value.token !== token) return
-        const now = yield* Clock.currentTimeMillis
-        if (now < timeMillis(holder.value.expires_at) - ttlMillis / 2) return yield* removeIfExists(fs, file)
-        yield* removeIfHeldBy(file, key, token, waitMillis, 0)
-      })
+      removeIfHeldBy(file, key, token, waitMillis, 0).pipe(
+        Effect.catchTag("StorageError", (error) =>
+          Effect.gen(function* () {
+            const bytes = yield* readIfExists(fs, file)
+            if (Option.isNone(bytes)) return
+            const holder = decodeLockFile(fromUtf8(bytes.value))
+            if (Option.isNone(holder) || holder.value.token !== token) return
+            const now = yield* Clock.currentTimeMillis
+            if (now >= timeMillis(holder.value.expires_at) - ttlMillis / 2) return yield* error
+            yield* removeIfExists(fs, file)
+          })
+        )
+      )
 
     const acquire = (key: string, options?: { readonly waitMillis?: number }) =>
       Effect.gen(function* () {

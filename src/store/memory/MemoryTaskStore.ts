@@ -106,18 +106,18 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           )
         )
       ),
-      complete: Effect.fn("TaskStore.complete")((taskId, lease, result) =>
+      complete: Effect.fn("TaskStore.complete")((taskId, lease, result, receipt) =>
         update(taskId, (record, now) =>
           Either.map(
-            Transitions.finish(record, lease, { _tag: "complete", result }, now),
+            Transitions.finish(record, lease, { _tag: "complete", result, receipt }, now),
             (next) => [next, undefined] as const
           )
         )
       ),
-      fail: Effect.fn("TaskStore.fail")((taskId, lease, error) =>
+      fail: Effect.fn("TaskStore.fail")((taskId, lease, error, receipt) =>
         update(taskId, (record, now) =>
           Either.map(
-            Transitions.finish(record, lease, { _tag: "failed", error }, now),
+            Transitions.finish(record, lease, { _tag: "failed", error, receipt }, now),
             (next) => [next, undefined] as const
           )
         )

@@ -37,8 +37,9 @@ const connect = async (args: ReadonlyArray<string>, answer?: "accept" | "decline
   return { client, audit }
 }
 
-const text = (result: { readonly content?: unknown }): string => {
-  const content = result.content
+const text = (result: unknown): string => {
+  const content =
+    typeof result === "object" && result !== null && "content" in result ? result.content : undefined
   if (!Array.isArray(content)) return ""
   const first: unknown = content[0]
   return typeof first === "object" && first !== null && "text" in first && typeof first.text === "string"

@@ -1,0 +1,162 @@
+/**
+ * The worker's provider settings, from three sources: command-line options win over
+ * environment variables, which win over `<root>/config.json`. Every value is decoded and
+ * checked when the worker starts; a bad URL or duration stops it before any task is touched.
+ */
+import { Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Config, Effect, Either, Option, Schema } from "effect"
+import { parseDuration } from "../domain/duration.js"
+import { InvalidInput } from "../domain/errors.js"
+import { describeParseError } from "../domain/input.js"
+import type { ProviderSettings } from "../providers/settings.js"
+import { defaultSettings, parseLoopbackUrl } from "../providers/settings.js"
+
+const text = (name: string, description: string) =>
+  Options.text(name).pipe(Options.withDescription(description), Options.optional)
+
+export const providerOptions = {
+  claudeExecutable: text("claude-executable", "Absolute path of the Claude Code CLI"),
+  codexExecutable: text("codex-executable", "Absolute path of the Codex CLI"),
+  workDir: text("work-dir", "Absolute path of the directory the CLIs run in"),
+  ollamaUrl: text("ollama-url", "Ollama on this machine, e.g. http://127.0.0.1:11434"),
+  openaiUrl: text("openai-url", "An OpenAI-compatible server on this machine, e.g. http://127.0.0.1:8080"),
+  stripEnv: Options.text("strip-env").pipe(
+    Options.withDescription("Remove this variable from the CLIs' environment (repeatable)"),
+    Options.repeated
+  ),
+  taskTimeout: text("task-timeout", "Stop a provider after this long (default 30m; 90s, 5m, 2h or seconds)"),
+  killGrace: text("kill-grace", "Between SIGTERM and SIGKILL when stopping a provider (default 10s)"),
+  maxOutput: text(
+    "max-output",
+    "Stop a provider whose output passes this many bytes (default 8MiB; K, M, G suffixes)"
+  )
+}
+
+export type ProviderArgs = {
+  readonly [K in keyof typeof providerOptions]: (typeof providerOptions)[K] extends Options.Options<infer A>
+    ? A
+    : never
+}
+
+/** `<root>/config.json`: the same settings, in snake case. Unknown keys are errors. */
+const ConfigFile = Schema.parseJson(
+  Schema.Struct({
+    claude_executable: Schema.optional(Schema.String),
+    codex_executable: Schema.optional(Schema.String),
+    work_dir: Schema.optional(Schema.String),
+    ollama_url: Schema.optional(Schema.String),
+    openai_url: Schema.optional(Schema.String),
+    strip_env: Schema.optional(Schema.Array(Schema.String)),
+    task_timeout: Schema.optional(Schema.String),
+    kill_grace: Schema.optional(Schema.String),
+    max_output: Schema.optional(Schema.String)
+  })
+)
+
+const Sizes: Record<string, number> = {
+  "": 1,
+  k: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3
+}
+
+export const parseSize = (value: string): Either.Either<number, string> => {
+  const match = /^(\d+)\s*([a-z]*)$/i.exec(value.trim())
+  const unit = Sizes[(match?.[2] ?? "").toLowerCase()]
+  if (match?.[1] === undefined || unit === undefined)
+    return Either.left(`${JSON.stringify(value)} is not a size (try 8MiB)`)
+  const bytes = Number(match[1]) * unit
+  return bytes > 0 ? Either.right(bytes) : Either.left("must be larger than zero")
+}
+
+const readConfigFile = (root: string) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const file = `${root}/config.json`
+    const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
+    if (!exists) return {}
+    const content = yield* fs
+      .readFileString(file)
+      .pipe(Effect.mapError((error) => new InvalidInput({ field: file, reason: error.message })))
+    return yield* Schema.decodeUnknown(ConfigFile, { onExcessProperty: "error" })(content).pipe(
+      Effect.mapError((error) => new InvalidInput({ field: file, reason: describeParseError(error) }))
+    )
+  })
+
+const env = (name: string) =>
+  Config.option(Config.nonEmptyString(name)).pipe(Effect.orElseSucceed(() => Option.none<string>()))
+
+/** Resolve every setting: option, else environment variable, else config file, else default. */
+export const resolveProviderSettings = (args: ProviderArgs, root: string) =>
+  Effect.gen(function* () {
+    const file = yield* readConfigFile(root)
+    const pick = (option: Option.Option<string>, variable: string, fromFile: string | undefined) =>
+      Effect.map(env(variable), (fromEnv) =>
+        Option.getOrUndefined(
+          Option.orElse(option, () => Option.orElse(fromEnv, () => Option.fromNullable(fromFile)))
+        )
+      )
+    const parsed = <A>(
+      field: string,
+      value: string | undefined,
+      parse: (v: string) => Either.Either<A, string>
+    ) =>
+      value === undefined
+        ? Effect.succeedNone.pipe(Effect.map(Option.getOrUndefined<A>))
+        : Either.match(parse(value), {
+            onLeft: (reason) => Effect.fail(new InvalidInput({ field, reason })),
+            onRight: (a) => Effect.succeed(a)
+          })
+    const stripFromEnv = yield* env("RELAYKEEP_STRIP_ENV")
+    const settings: ProviderSettings = {
+      claudeExecutable: yield* pick(
+        args.claudeExecutable,
+        "RELAYKEEP_CLAUDE_EXECUTABLE",
+        file.claude_executable
+      ),
+      codexExecutable: yield* pick(args.codexExecutable, "RELAYKEEP_CODEX_EXECUTABLE", file.codex_executable),
+      workDir: yield* pick(args.workDir, "RELAYKEEP_WORK_DIR", file.work_dir),
+      ollamaUrl: yield* parsed(
+        "--ollama-url",
+        yield* pick(args.ollamaUrl, "RELAYKEEP_OLLAMA_URL", file.ollama_url),
+        parseLoopbackUrl
+      ),
+      openaiUrl: yield* parsed(
+        "--openai-url",
+        yield* pick(args.openaiUrl, "RELAYKEEP_OPENAI_URL", file.openai_url),
+        parseLoopbackUrl
+      ),
+      stripEnv:
+        args.stripEnv.length > 0
+          ? args.stripEnv
+          : Option.isSome(stripFromEnv)
+            ? stripFromEnv.value
+                .split(",")
+                .map((name) => name.trim())
+                .filter((name) => name !== "")
+            : (file.strip_env ?? []),
+      taskTimeoutMillis:
+        (yield* parsed(
+          "--task-timeout",
+          yield* pick(args.taskTimeout, "RELAYKEEP_TASK_TIMEOUT", file.task_timeout),
+          parseDuration
+        )) ?? defaultSettings.taskTimeoutMillis,
+      killGraceMillis:
+        (yield* parsed(
+          "--kill-grace",
+          yield* pick(args.killGrace, "RELAYKEEP_KILL_GRACE", file.kill_grace),
+          parseDuration
+        )) ?? defaultSettings.killGraceMillis,
+      maxOutputBytes:
+        (yield* parsed(
+          "--max-output",
+          yield* pick(args.maxOutput, "RELAYKEEP_MAX_OUTPUT", file.max_output),
+          parseSize
+        )) ?? defaultSettings.maxOutputBytes
+    }
+    return settings
+  })

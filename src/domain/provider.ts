@@ -1,0 +1,60 @@
+/** What providers are asked and what they leave behind: payloads, receipts, bounded error text. */
+import { Schema } from "effect"
+import { Timestamp } from "./time.js"
+
+/** Models a CLI may be asked for: no leading `-`, so a model can never become a flag. */
+export const CliModel = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9._:/][A-Za-z0-9._:/-]{0,99}$/, {
+    message: () => "must be 1-100 letters, digits, '.', '_', ':', '-' or '/', not starting with '-'"
+  })
+)
+
+/** A payload for a real provider: exactly these three keys. */
+export const ProviderPayload = Schema.Union(
+  Schema.Struct({ provider: Schema.Literal("claude", "codex"), model: CliModel, prompt: Schema.String }),
+  Schema.Struct({
+    provider: Schema.Literal("ollama", "openai"),
+    model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+    prompt: Schema.String
+  })
+)
+export type ProviderPayload = typeof ProviderPayload.Type
+export type ProviderName = ProviderPayload["provider"]
+
+/** How much we know about which model answered. */
+export const ModelEvidence = Schema.Struct({
+  verified: Schema.Boolean,
+  source: Schema.String,
+  /** Claude's `modelUsage`, kept as observed (it may list helper models too). */
+  model_usage: Schema.optional(Schema.Unknown)
+})
+
+/** What one attempt of a provider did, appended to the task's attempt. Never estimated. */
+export const AttemptReceipt = Schema.Struct({
+  provider: Schema.String,
+  requested_model: Schema.NullOr(Schema.String),
+  model: Schema.NullOr(Schema.String),
+  model_evidence: ModelEvidence,
+  started_at: Timestamp,
+  ended_at: Timestamp,
+  duration_ms: Schema.Number,
+  exit_code: Schema.NullOr(Schema.Int),
+  http_status: Schema.NullOr(Schema.Int),
+  usage: Schema.NullOr(Schema.Unknown),
+  cost_usd: Schema.NullOr(Schema.Number),
+  output_sha256: Schema.NullOr(Schema.String),
+  output_bytes: Schema.NullOr(Schema.Int)
+})
+export type AttemptReceipt = typeof AttemptReceipt.Type
+
+export const Truncated = "[truncated]"
+export const MaxMessageChars = 1000
+export const MaxDetailChars = 300
+
+/** At most `max` characters; a cut is marked, so a reader knows there was more. */
+export const truncate = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max)} ${Truncated}`
+
+/** The last `max` characters of a text (stderr keeps its end, where the error usually is). */
+export const tail = (text: string, max: number): string =>
+  text.length <= max ? text : `${Truncated} ${text.slice(text.length - max)}`

@@ -1,0 +1,10 @@
+import { Schema } from "effect"
+
+/** An ISO-8601 UTC timestamp with milliseconds, as written by `isoTime`. */
+export const Timestamp = Schema.String.pipe(
+  Schema.pattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, {
+    message: () => "must be an ISO-8601 UTC timestamp"
+  })
+)
+export const isoTime = (millis: number): string => new Date(millis).toISOString()
+export const timeMillis = (iso: string): number => Date.parse(iso)

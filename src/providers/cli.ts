@@ -1,0 +1,75 @@
+/**
+ * What the two coding-agent CLIs share: checking the worker's paths before anything starts,
+ * building the child's environment, and the receipt of a run.
+ */
+import type { FileSystem } from "@effect/platform"
+import { Effect } from "effect"
+import { sha256Hex } from "../domain/canonical.js"
+import { ProviderUnavailable } from "../domain/errors.js"
+import type { AttemptReceipt } from "../domain/provider.js"
+import { isoTime } from "../domain/time.js"
+import type { ProcessOutcome } from "./process.js"
+import type { ProviderSettings } from "./settings.js"
+
+const isAbsolute = (path: string) => path.startsWith("/")
+
+/** The executable and work dir for a CLI: absolute, existing, runnable. Nothing starts otherwise. */
+export const checkCliPaths = (
+  fs: FileSystem.FileSystem,
+  provider: string,
+  executable: string | undefined,
+  workDir: string | undefined
+) =>
+  Effect.gen(function* () {
+    const unavailable = (reason: string) => new ProviderUnavailable({ provider, reason })
+    if (executable === undefined) return yield* unavailable(`no --${provider}-executable is configured`)
+    if (!isAbsolute(executable))
+      return yield* unavailable(`--${provider}-executable must be an absolute path`)
+    if (workDir === undefined) return yield* unavailable("no --work-dir is configured")
+    if (!isAbsolute(workDir)) return yield* unavailable("--work-dir must be an absolute path")
+    const exe = yield* fs
+      .stat(executable)
+      .pipe(Effect.mapError(() => unavailable(`${executable} does not exist`)))
+    if (exe.type !== "File" || (exe.mode & 0o111) === 0)
+      return yield* unavailable(`${executable} is not an executable file`)
+    const dir = yield* fs
+      .stat(workDir)
+      .pipe(Effect.mapError(() => unavailable(`work dir ${workDir} does not exist`)))
+    if (dir.type !== "Directory") return yield* unavailable(`work dir ${workDir} is not a directory`)
+    return { executable, workDir }
+  })
+
+/** The worker's environment minus the variables named by --strip-env. */
+export const childEnvironment = (
+  environment: Readonly<Record<string, string>>,
+  settings: ProviderSettings
+): Record<string, string> => {
+  const strip = new Set(settings.stripEnv)
+  return Object.fromEntries(Object.entries(environment).filter(([name]) => !strip.has(name)))
+}
+
+/** The receipt of a CLI run: no model identity (the CLIs do not report which model answered). */
+export const cliReceipt = (
+  provider: string,
+  requestedModel: string,
+  run: ProcessOutcome,
+  extra: { readonly usage: unknown; readonly costUsd: number | null; readonly modelUsage?: unknown }
+): AttemptReceipt => ({
+  provider,
+  requested_model: requestedModel,
+  model: null,
+  model_evidence: {
+    verified: false,
+    source: `the ${provider} CLI does not report which model answered`,
+    ...(extra.modelUsage === undefined ? {} : { model_usage: extra.modelUsage })
+  },
+  started_at: isoTime(run.startedAt),
+  ended_at: isoTime(run.endedAt),
+  duration_ms: run.endedAt - run.startedAt,
+  exit_code: run.exitCode,
+  http_status: null,
+  usage: extra.usage ?? null,
+  cost_usd: extra.costUsd,
+  output_sha256: sha256Hex(run.stdout),
+  output_bytes: run.stdout.length
+})

@@ -1,0 +1,138 @@
+/**
+ * Running a provider CLI within bounds: no shell, the prompt on stdin only, a time limit and
+ * an output limit, and a stop that reaches the whole process tree. The child leads its own
+ * process group (@effect/platform spawns it detached), so SIGTERM and then SIGKILL go to every
+ * process it started, including grandchildren that ignore SIGTERM.
+ */
+import { Command } from "@effect/platform"
+import type { CommandExecutor } from "@effect/platform/CommandExecutor"
+import { Clock, Duration, Effect, Option, Ref, Schedule, Stream } from "effect"
+import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/errors.js"
+import { MaxDetailChars, tail } from "../domain/provider.js"
+import { Host } from "../services/Host.js"
+
+export interface ProcessSpec {
+  readonly provider: string
+  readonly executable: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  readonly stdin: string
+  readonly timeoutMillis: number
+  readonly graceMillis: number
+  readonly maxOutputBytes: number
+}
+
+export interface ProcessOutcome {
+  readonly exitCode: number
+  readonly stdout: Uint8Array
+  /** The end of stderr, at most 300 characters, marked when cut. */
+  readonly stderrTail: string
+  readonly startedAt: number
+  readonly endedAt: number
+}
+
+/** Bytes of stderr kept while the child runs; only the end matters, so memory stays bounded. */
+const StderrKeep = 8 * 1024
+const Poll = Duration.millis(25)
+
+class Overflow {
+  readonly _tag = "Overflow"
+}
+
+const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
+  const out = new Uint8Array(size)
+  let at = 0
+  for (const chunk of chunks) {
+    out.set(chunk, at)
+    at += chunk.length
+  }
+  return out
+}
+
+/**
+ * Stop a process group: SIGTERM, then SIGKILL once `graceMillis` have passed with any member
+ * left, then wait until none is left (bounded, so a stuck kernel cannot hang the worker).
+ */
+export const stopGroup = (pgid: number, graceMillis: number) =>
+  Effect.gen(function* () {
+    const host = yield* Host
+    const gone = Effect.repeat(host.groupAlive(pgid), {
+      while: (alive) => alive,
+      schedule: Schedule.spaced(Poll)
+    })
+    if (!(yield* host.signalGroup(pgid, "SIGTERM"))) return
+    const stopped = yield* Effect.timeoutOption(gone, Duration.millis(graceMillis))
+    if (Option.isSome(stopped)) return
+    yield* host.signalGroup(pgid, "SIGKILL")
+    yield* Effect.timeoutOption(gone, Duration.seconds(10))
+  })
+
+export const runBounded = (
+  spec: ProcessSpec
+): Effect.Effect<ProcessOutcome, ProviderFailed | ProviderTimeout | OutputTooLarge, CommandExecutor | Host> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const startedAt = yield* Clock.currentTimeMillis
+      const command = Command.make(spec.executable, ...spec.args).pipe(
+        Command.workingDirectory(spec.cwd),
+        Command.env(spec.env, { extendEnv: false }),
+        Command.feed(spec.stdin)
+      )
+      const child = yield* Command.start(command).pipe(
+        Effect.mapError(
+          (error) =>
+            new ProviderFailed({
+              provider: spec.provider,
+              reason: `could not start ${spec.executable}: ${error.message}`,
+              retryable: false
+            })
+        )
+      )
+      const pgid = child.pid
+      const stderr = yield* Ref.make("")
+      const stderrDone = yield* child.stderr.pipe(
+        Stream.decodeText(),
+        Stream.runForEach((text) => Ref.update(stderr, (kept) => (kept + text).slice(-StderrKeep))),
+        Effect.ignore,
+        Effect.fork
+      )
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      const stdout = child.stdout.pipe(
+        Stream.mapError(() => new Overflow()),
+        Stream.runForEach((chunk) => {
+          size += chunk.length
+          if (size > spec.maxOutputBytes) return Effect.fail(new Overflow())
+          chunks.push(chunk)
+          return Effect.void
+        })
+      )
+      const finished = yield* Effect.zip(stdout, child.exitCode, { concurrent: true }).pipe(
+        Effect.timeoutOption(Duration.millis(spec.timeoutMillis)),
+        Effect.either
+      )
+      // However it ended, nothing of the tree outlives the attempt.
+      yield* stopGroup(pgid, spec.graceMillis)
+      yield* Effect.timeoutOption(stderrDone.await, Duration.seconds(1))
+      const detail = { stderr_tail: tail((yield* Ref.get(stderr)).trim(), MaxDetailChars) }
+      if (finished._tag === "Left") {
+        return yield* new OutputTooLarge({
+          provider: spec.provider,
+          limitBytes: spec.maxOutputBytes,
+          ...detail
+        })
+      }
+      if (Option.isNone(finished.right)) {
+        return yield* new ProviderTimeout({ provider: spec.provider, millis: spec.timeoutMillis, ...detail })
+      }
+      const [, exitCode] = finished.right.value
+      return {
+        exitCode,
+        stdout: concat(chunks, size),
+        stderrTail: detail.stderr_tail,
+        startedAt,
+        endedAt: yield* Clock.currentTimeMillis
+      }
+    })
+  )
