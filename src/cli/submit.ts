@@ -54,7 +54,15 @@ export const submit = Command.make("submit", { root, id, payload, payloadFile },
     const json = yield* parseJsonField(field, yield* payloadText(args.payload, args.payloadFile))
     const payloadObject = yield* decodeField(field, JsonObject)(json)
     const store = yield* TaskStore
-    yield* printJson(yield* store.submit({ clientRequestId, payload: payloadObject }))
+    const receipt = yield* store.submit({ clientRequestId, payload: payloadObject }).pipe(
+      // The store names its own field; on the command line the field is the flag.
+      Effect.mapError((error) =>
+        error._tag === "InvalidInput" && error.field === "payload"
+          ? new InvalidInput({ field, reason: error.reason })
+          : error
+      )
+    )
+    yield* printJson(receipt)
   })
 ).pipe(
   Command.withDescription(

@@ -139,7 +139,7 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
   /** The file store under `options.root`, with its own lock directory. The default. */
   static readonly layer = (
     options: FileStoreOptions
-  ): Layer.Layer<TaskStore, StorageError | InvalidRecord, FileSystem.FileSystem | Path.Path | Host> =>
+  ): Layer.Layer<TaskStore, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
     Layer.effect(TaskStore, makeFileTaskStore(options)).pipe(
       Layer.provide(Lock.layer(`${options.root.replace(/\/+$/, "")}/locks`))
     )

@@ -21,11 +21,19 @@ export const buildService = <I, S, E>(tag: Context.Tag<I, S>, layer: Layer.Layer
 export const memoryStore = (host: HostOptions = {}): Effect.Effect<TaskStoreShape, never, Scope.Scope> =>
   buildService(TaskStore, TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest(host))))
 
-/** A file store over `root`, as a process with the given identity would open it. */
+/**
+ * The store opens its root on its first operation (layout, reboot reconciliation, temp sweep,
+ * secret). Tests that mean "a process opened the root" run one that repairs nothing: a check.
+ */
+const opened = <E, R>(store: Effect.Effect<TaskStoreShape, E, R>) => Effect.tap(store, (s) => s.check)
+
+/** A file store over `root`, opened as a process with the given identity would open it. */
 export const fileStoreAt = (root: string, host: HostOptions = {}) =>
-  buildService(
-    TaskStore,
-    TaskStore.layer({ root }).pipe(Layer.provide(Host.layerTest(host)), Layer.provide(NodeContext.layer))
+  opened(
+    buildService(
+      TaskStore,
+      TaskStore.layer({ root }).pipe(Layer.provide(Host.layerTest(host)), Layer.provide(NodeContext.layer))
+    )
   )
 
 /**
@@ -33,9 +41,11 @@ export const fileStoreAt = (root: string, host: HostOptions = {}) =>
  * CLI process spawned on the same root agrees on the boot id and does not rebuild the index.
  */
 export const hostFileStoreAt = (root: string) =>
-  buildService(
-    TaskStore,
-    TaskStore.layer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+  opened(
+    buildService(
+      TaskStore,
+      TaskStore.layer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+    )
   )
 
 /** Submit tasks in-process through the real file store: far faster than one CLI process each. */
@@ -67,12 +77,14 @@ export const fileStoreOn = <E>(
   host: HostOptions,
   fileSystem: Layer.Layer<FileSystem.FileSystem, E>
 ) =>
-  buildService(
-    TaskStore,
-    TaskStore.layer({ root }).pipe(
-      Layer.provide(Host.layerTest(host)),
-      Layer.provide(NodePath.layer),
-      Layer.provide(fileSystem)
+  opened(
+    buildService(
+      TaskStore,
+      TaskStore.layer({ root }).pipe(
+        Layer.provide(Host.layerTest(host)),
+        Layer.provide(NodePath.layer),
+        Layer.provide(fileSystem)
+      )
     )
   )
 

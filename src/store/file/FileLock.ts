@@ -17,7 +17,7 @@
  *   holder is never broken by time, so on one host no two processes can hold the same guard.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Clock, Duration, Effect, Option, Random, Schema } from "effect"
+import { Clock, Duration, Effect, Option, Random, Ref, Schema } from "effect"
 import { sha256Hex } from "../../domain/canonical.js"
 import { LockTimeout, StorageError } from "../../domain/errors.js"
 import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
@@ -44,7 +44,9 @@ export interface FileLockSettings {
   readonly waitMillis?: number
 }
 
-export const DefaultWaitMillis = 10_000
+/** Generous: under heavy load many processes may queue for one task's lock. */
+export const DefaultWaitMillis = 30_000
+const MaxPauseMillis = 50
 const DefaultTtlMillis = 30_000
 const GuardTtlMillis = 10_000
 /** Nested guards are only needed when breakers crash inside their microsecond window. */
@@ -58,7 +60,11 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
     const host = yield* Host
     const ttlMillis = settings.ttlMillis ?? DefaultTtlMillis
     const defaultWait = settings.waitMillis ?? DefaultWaitMillis
-    yield* ensureDirectory(fs, directory)
+    // Created on first use, not when the layer is built: building a layer writes nothing.
+    const ready = yield* Ref.make(false)
+    const ensureReady = Effect.flatMap(Ref.get(ready), (done) =>
+      done ? Effect.void : Effect.zipRight(ensureDirectory(fs, directory), Ref.set(ready, true))
+    )
 
     /** A local holder is judged by the process table; any holder, by its expiry. */
     const isStale = (holder: typeof LockFile.Type, now: number, isGuard: boolean) =>
@@ -105,7 +111,11 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         return created ? Option.some(token) : Option.none<string>()
       })
 
-    /** Take `file`, breaking stale holders; returns the token that now holds it. */
+    /**
+     * Take `file`, breaking stale holders; returns the token that now holds it. While a live
+     * holder has it, waiters only read the file (no temp file, no link) and back off with
+     * jitter, so many waiters cost little; they try to create it again once it is gone.
+     */
     const take = (
       file: string,
       key: string,
@@ -119,18 +129,21 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         for (;;) {
           const created = yield* tryCreate(file, ttl)
           if (Option.isSome(created)) return created.value
-          const holder = yield* inspect(file, depth > 0)
-          if (Option.isNone(holder)) continue
-          if (holder.value.stale && depth < MaxGuardDepth) {
-            yield* removeIfHeldBy(file, key, holder.value.token, waitMillis, depth)
-            continue
+          for (;;) {
+            const holder = yield* inspect(file, depth > 0)
+            if (Option.isNone(holder)) break
+            if (holder.value.stale && depth < MaxGuardDepth) {
+              yield* removeIfHeldBy(file, key, holder.value.token, waitMillis, depth)
+              break
+            }
+            const now = yield* Clock.currentTimeMillis
+            if (now - started >= waitMillis)
+              return yield* new LockTimeout({ key, waitedMillis: now - started })
+            const jitter = yield* Random.nextIntBetween(0, pause + 1)
+            // Only the back-off is interruptible: no interruption can leave a created lock file behind.
+            yield* Effect.interruptible(Effect.sleep(Duration.millis(pause + jitter)))
+            pause = Math.min(pause * 2, MaxPauseMillis)
           }
-          const now = yield* Clock.currentTimeMillis
-          if (now - started >= waitMillis) return yield* new LockTimeout({ key, waitedMillis: now - started })
-          const jitter = yield* Random.nextIntBetween(0, pause + 1)
-          // Only the back-off is interruptible: no interruption can leave a created lock file behind.
-          yield* Effect.interruptible(Effect.sleep(Duration.millis(pause + jitter)))
-          pause = Math.min(pause * 2, 25)
         }
       })
 
@@ -181,6 +194,7 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         if (!ValidKey.test(key)) {
           return yield* new StorageError({ operation: "lock", path: key, reason: "not a valid lock key" })
         }
+        yield* ensureReady
         const file = path.join(directory, key)
         const waitMillis = options?.waitMillis ?? defaultWait
         yield* Effect.acquireRelease(take(file, key, ttlMillis, waitMillis, 0), (token) =>

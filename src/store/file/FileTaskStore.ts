@@ -6,7 +6,7 @@
  * enters a live state and removed only after it has left one.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Effect, Either, Option, Ref } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
@@ -39,17 +39,37 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
     const deps = { fs, path, host, lock, layout }
 
-    yield* ensureLayout(deps)
-    yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
-    yield* sweepTempFiles(deps)
-    const secret = yield* loadSecret(deps)
+    /**
+     * The root is opened on the first operation, not when the layer is built: a command that
+     * rejects its input before touching the store creates nothing. Opening creates the layout,
+     * reconciles after a reboot, sweeps dead writers' temp files and loads the secret; a
+     * failure is not remembered, so a later operation tries again.
+     */
+    const opened = yield* Ref.make(Option.none<Uint8Array>())
+    const gate = yield* Effect.makeSemaphore(1)
+    const openRoot: Effect.Effect<Uint8Array, StorageError> = Effect.flatMap(Ref.get(opened), (done) =>
+      Option.isSome(done)
+        ? Effect.succeed(done.value)
+        : gate.withPermits(1)(
+            Effect.gen(function* () {
+              const again = yield* Ref.get(opened)
+              if (Option.isSome(again)) return again.value
+              yield* ensureLayout(deps)
+              yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
+              yield* sweepTempFiles(deps)
+              const secret = yield* loadSecret(deps)
+              yield* Ref.set(opened, Option.some(secret))
+              return secret
+            })
+          )
+    )
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
-      lockTimeoutAsStorageError(lock.withLock(taskId, body))
+      Effect.zipRight(openRoot, lockTimeoutAsStorageError(lock.withLock(taskId, body)))
 
     /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
     const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>
-      Effect.flatMap(readIfExists(fs, layout.record(taskId)), (bytes) =>
+      Effect.flatMap(Effect.zipRight(openRoot, readIfExists(fs, layout.record(taskId))), (bytes) =>
         Option.match(bytes, {
           onNone: () => Effect.succeedNone,
           onSome: (data) => Effect.map(decodeRecordFile(layout.record(taskId), data, taskId), Option.some)
@@ -125,7 +145,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         })
       )
 
-    const invalidNames = Effect.map(listDirectory(fs, layout.tasks), (names) =>
+    const invalidNames = Effect.map(Effect.zipRight(openRoot, listDirectory(fs, layout.tasks)), (names) =>
       names
         .filter((name) => name.endsWith(".json") && taskIdOfRecordFile(name) === undefined)
         .map((name): InvalidRecordReport => ({
@@ -171,6 +191,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
     const everything = Effect.gen(function* () {
+      yield* openRoot
       const records: Array<TaskRecord> = []
       const invalid: Array<InvalidRecordReport> = []
       for (const name of yield* listDirectory(fs, layout.tasks)) {
@@ -194,7 +215,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const store: TaskStoreShape = {
       submit: Effect.fn("TaskStore.submit")(function* (request) {
         const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
-        const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
+        const taskId = Transitions.taskIdFor(yield* openRoot, request.clientRequestId)
         return yield* locked(
           taskId,
           Effect.gen(function* () {

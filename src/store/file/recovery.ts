@@ -3,7 +3,7 @@
  * secret, sweep temp files of dead writers, and after a reboot rebuild the index once.
  */
 import { Effect, Either, Option } from "effect"
-import { InvalidRecord, StorageError } from "../../domain/errors.js"
+import { StorageError } from "../../domain/errors.js"
 import type { Host } from "../../services/Host.js"
 import type { Lock } from "../../services/Lock.js"
 import type { Files, Paths } from "./durable.js"
@@ -38,12 +38,7 @@ export const ensureLayout = ({ fs, layout }: Deps) =>
   )
 
 /** The HMAC key for task ids, created once (whole and durable) by whichever process comes first. */
-export const loadSecret = ({
-  fs,
-  path,
-  host,
-  layout
-}: Deps): Effect.Effect<Uint8Array, StorageError | InvalidRecord> =>
+export const loadSecret = ({ fs, path, host, layout }: Deps): Effect.Effect<Uint8Array, StorageError> =>
   Effect.gen(function* () {
     if (Option.isNone(yield* readIfExists(fs, layout.secret))) {
       const fresh = yield* host.randomBytes(SecretBytes)
@@ -56,7 +51,11 @@ export const loadSecret = ({
       return yield* new StorageError({ operation: "read", path: layout.secret, reason: "secret vanished" })
     }
     if (secret.value.length !== SecretBytes) {
-      return yield* new InvalidRecord({ file: layout.secret, reason: `expected ${SecretBytes} bytes` })
+      return yield* new StorageError({
+        operation: "open",
+        path: layout.secret,
+        reason: `the secret must be ${SecretBytes} bytes; it is ${secret.value.length} (restore it from a backup: task ids depend on it)`
+      })
     }
     return secret.value
   })

@@ -1,0 +1,155 @@
+/**
+ * Bad input and domain errors at the edge: one line `Tag: message` on stderr, nothing on stdout,
+ * exit 2 for usage and 1 for domain errors, and not one byte of the data root changed.
+ */
+import { assert, beforeAll, describe, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { Receipt } from "../../src/domain/Task.js"
+import { failureOutput, relaykeep } from "../support/cli.js"
+import type { RunOptions } from "../support/cli.js"
+import { snapshotTree, useTempDirs } from "../support/files.js"
+import { seedTasks } from "../support/stores.js"
+
+const tempDir = useTempDirs()
+
+interface Case {
+  readonly name: string
+  readonly args: (root: string) => ReadonlyArray<string>
+  readonly options?: RunOptions
+  readonly tag: string
+  /** Something the message must contain, such as the field at fault. */
+  readonly mentions: string
+}
+
+const secretWord = "hush-4711"
+let receipt: Receipt
+let payloadFile: string
+const validHex = "0123456789abcdef".repeat(4)
+
+beforeAll(async () => {
+  payloadFile = path.join(tempDir(), "payload.json")
+  fs.writeFileSync(payloadFile, "{}")
+})
+
+const usageCases: ReadonlyArray<Case> = [
+  {
+    name: "submit without --id",
+    args: (root) => ["submit", "--root", root, "--payload", "{}"],
+    tag: "UsageError",
+    mentions: "--id"
+  },
+  {
+    name: "a payload that is not JSON",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "{not json"],
+    tag: "InvalidInput",
+    mentions: "--payload"
+  },
+  {
+    name: "a payload that is not an object",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "[1,2]"],
+    tag: "InvalidInput",
+    mentions: "--payload"
+  },
+  {
+    name: "a payload over 1 MiB (from stdin)",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "-"],
+    options: { stdin: JSON.stringify({ text: "x".repeat(1024 * 1024) }) },
+    tag: "InvalidInput",
+    mentions: "1048576"
+  },
+  {
+    name: "an invalid --task-id",
+    args: (root) => ["read", "--root", root, "--task-id", "not-a-task", "--sha", validHex],
+    tag: "InvalidInput",
+    mentions: "--task-id"
+  },
+  {
+    name: "an invalid --sha",
+    args: (root) => ["cancel", "--root", root, "--task-id", validHex, "--sha", "XYZ"],
+    tag: "InvalidInput",
+    mentions: "--sha"
+  },
+  {
+    name: "an unknown subcommand",
+    args: (root) => ["frobnicate", "--root", root],
+    tag: "UsageError",
+    mentions: "subcommand"
+  },
+  {
+    name: "both --payload and --payload-file",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "{}", "--payload-file", payloadFile],
+    tag: "InvalidInput",
+    mentions: "--payload"
+  }
+]
+
+const domainCases: ReadonlyArray<Case> = [
+  {
+    name: "the same id with a different payload: ConflictError",
+    args: (root) => ["submit", "--root", root, "--id", "kept", "--payload", '{"other":true}'],
+    tag: "ConflictError",
+    mentions: "kept"
+  },
+  {
+    name: "read with the wrong hash: HashMismatch",
+    args: (root) => ["read", "--root", root, "--task-id", receipt.task_id, "--sha", "f".repeat(64)],
+    tag: "HashMismatch",
+    mentions: "payload_sha256"
+  },
+  {
+    name: "cancel with the wrong hash: HashMismatch",
+    args: (root) => ["cancel", "--root", root, "--task-id", receipt.task_id, "--sha", "e".repeat(64)],
+    tag: "HashMismatch",
+    mentions: "payload_sha256"
+  },
+  {
+    name: "read of an unknown task: UnknownTask",
+    args: (root) => ["read", "--root", root, "--task-id", validHex, "--sha", receipt.payload_sha256],
+    tag: "UnknownTask",
+    mentions: validHex
+  }
+]
+
+describe("relaykeep errors", { timeout: 120_000 }, () => {
+  const root = path.join(tempDir(), "root")
+  beforeAll(async () => {
+    const [seeded] = await seedTasks(root, [{ id: "kept", payload: { secret: secretWord } }])
+    if (seeded === undefined) throw new Error("no receipt")
+    receipt = seeded
+  })
+
+  const expectFailure = async (c: Case, exitCode: 1 | 2) => {
+    const before = snapshotTree(root)
+    assert.isNotNull(before)
+    const result = await relaykeep(c.args(root), c.options)
+    const message = failureOutput(result, exitCode, c.tag)
+    assert.include(message, c.mentions)
+    assert.notInclude(result.stderr, secretWord)
+    assert.deepStrictEqual(snapshotTree(root), before, "the data root is unchanged")
+  }
+
+  for (const c of usageCases) it(`${c.name} exits 2 and changes nothing`, () => expectFailure(c, 2))
+  for (const c of domainCases) it(`${c.name} exits 1 and changes nothing`, () => expectFailure(c, 1))
+
+  it("usage errors on a root that does not exist yet create nothing", async () => {
+    const parent = tempDir()
+    // Every process has exited before anything is asserted, so none outlives the temp dir.
+    const runs = await Promise.all(
+      usageCases.map(async (c, index) => {
+        const fresh = path.join(parent, `root-${index}`)
+        return { c, fresh, result: await relaykeep(c.args(fresh), c.options) }
+      })
+    )
+    const results = runs.map(({ c, fresh, result }) => {
+      failureOutput(result, 2, c.tag)
+      return { name: c.name, created: fs.existsSync(fresh) }
+    })
+    assert.deepStrictEqual(
+      results.filter((r) => r.created).map((r) => r.name),
+      [],
+      "these bad inputs created a data root"
+    )
+    assert.deepStrictEqual(fs.readdirSync(parent), [])
+  })
+})
