@@ -2,17 +2,12 @@
  * Claude Code: `claude -p --output-format json --model M`, the prompt on stdin, in the work
  * dir. No permission, sandbox or approval flags are added: the CLI runs with its own settings.
  */
-import { FileSystem } from "@effect/platform"
-import type { CommandExecutor } from "@effect/platform/CommandExecutor"
 import { Effect, Either, Schema } from "effect"
 import { ProviderFailed } from "../domain/errors.js"
 import { MaxDetailChars, truncate } from "../domain/provider.js"
-import { Host } from "../services/Host.js"
 import type { ProviderDefinition } from "./registry.js"
-import { checkCliPaths, childEnvironment, cliReceipt } from "./cli.js"
-import { runBounded } from "./process.js"
+import { cliReceipt, makeCliLauncher } from "./cli.js"
 import type { ProviderSettings } from "./settings.js"
-import { decodePayload } from "./payload.js"
 
 /** The fields of Claude's JSON result that RelayKeep keeps; others are ignored. */
 const ClaudeResult = Schema.parseJson(
@@ -37,31 +32,12 @@ export const claudeArgs = (model: string): ReadonlyArray<string> => [
 
 export const makeClaudeProvider = (settings: ProviderSettings) =>
   Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const host = yield* Host
-    const context = yield* Effect.context<CommandExecutor | Host>()
+    const launch = yield* makeCliLauncher("claude", settings.claudeExecutable, claudeArgs, settings)
     const definition: ProviderDefinition = {
       name: "claude",
       run: (task) =>
         Effect.gen(function* () {
-          const payload = yield* decodePayload("claude", task.payload)
-          const { executable, workDir } = yield* checkCliPaths(
-            fs,
-            "claude",
-            settings.claudeExecutable,
-            settings.workDir
-          )
-          const run = yield* runBounded({
-            provider: "claude",
-            executable,
-            args: claudeArgs(payload.model),
-            cwd: workDir,
-            env: childEnvironment(host.environment, settings),
-            stdin: payload.prompt,
-            timeoutMillis: settings.taskTimeoutMillis,
-            graceMillis: settings.killGraceMillis,
-            maxOutputBytes: settings.maxOutputBytes
-          })
+          const { payload, run } = yield* launch(task.payload)
           const stdout = new TextDecoder().decode(run.stdout)
           const decoded = decodeClaude(stdout)
           const failed = (reason: string, retryable: boolean, stdoutError?: string) =>
@@ -108,7 +84,7 @@ export const makeClaudeProvider = (settings: ProviderSettings) =>
             },
             receipt
           }
-        }).pipe(Effect.provide(context))
+        })
     }
     return definition
   })

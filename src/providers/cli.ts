@@ -2,13 +2,19 @@
  * What the two coding-agent CLIs share: checking the worker's paths before anything starts,
  * building the child's environment, and the receipt of a run.
  */
-import type { FileSystem } from "@effect/platform"
+import { FileSystem } from "@effect/platform"
+import type { CommandExecutor } from "@effect/platform/CommandExecutor"
 import { Effect } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
 import { ProviderUnavailable } from "../domain/errors.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
+import type { ProviderPayload } from "../domain/provider.js"
+import type { JsonObject } from "../domain/Task.js"
+import { Host } from "../services/Host.js"
+import { decodePayload } from "./payload.js"
 import type { ProcessOutcome } from "./process.js"
+import { runBounded } from "./process.js"
 import type { ProviderSettings } from "./settings.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
@@ -73,3 +79,37 @@ export const cliReceipt = (
   output_sha256: sha256Hex(run.stdout),
   output_bytes: run.stdout.length
 })
+
+/**
+ * Everything before a CLI's output is read, shared by Claude and Codex: decode the payload,
+ * check the worker's paths, and run the executable within the worker's limits. Nothing is
+ * started when the payload or the paths are wrong.
+ */
+export const makeCliLauncher = (
+  provider: "claude" | "codex",
+  executable: string | undefined,
+  argsFor: (model: string) => ReadonlyArray<string>,
+  settings: ProviderSettings
+) =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const host = yield* Host
+    const context = yield* Effect.context<CommandExecutor | Host>()
+    return (taskPayload: JsonObject) =>
+      Effect.gen(function* () {
+        const payload: ProviderPayload = yield* decodePayload(provider, taskPayload)
+        const paths = yield* checkCliPaths(fs, provider, executable, settings.workDir)
+        const run = yield* runBounded({
+          provider,
+          executable: paths.executable,
+          args: argsFor(payload.model),
+          cwd: paths.workDir,
+          env: childEnvironment(host.environment, settings),
+          stdin: payload.prompt,
+          timeoutMillis: settings.taskTimeoutMillis,
+          graceMillis: settings.killGraceMillis,
+          maxOutputBytes: settings.maxOutputBytes
+        })
+        return { payload, run }
+      }).pipe(Effect.provide(context))
+  })

@@ -2,15 +2,10 @@
  * Codex: `codex exec --json --model M -`, the prompt on stdin, in the work dir. Its stdout is
  * JSONL events; the answer is the last agent message, and token counts come when reported.
  */
-import { FileSystem } from "@effect/platform"
-import type { CommandExecutor } from "@effect/platform/CommandExecutor"
 import { Effect, Option, Schema } from "effect"
 import { ProviderFailed } from "../domain/errors.js"
 import { MaxDetailChars, truncate } from "../domain/provider.js"
-import { Host } from "../services/Host.js"
-import { checkCliPaths, childEnvironment, cliReceipt } from "./cli.js"
-import { decodePayload } from "./payload.js"
-import { runBounded } from "./process.js"
+import { cliReceipt, makeCliLauncher } from "./cli.js"
 import type { ProviderDefinition } from "./registry.js"
 import type { ProviderSettings } from "./settings.js"
 
@@ -75,31 +70,12 @@ export const codexArgs = (model: string): ReadonlyArray<string> => ["exec", "--j
 
 export const makeCodexProvider = (settings: ProviderSettings) =>
   Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const host = yield* Host
-    const context = yield* Effect.context<CommandExecutor | Host>()
+    const launch = yield* makeCliLauncher("codex", settings.codexExecutable, codexArgs, settings)
     const definition: ProviderDefinition = {
       name: "codex",
       run: (task) =>
         Effect.gen(function* () {
-          const payload = yield* decodePayload("codex", task.payload)
-          const { executable, workDir } = yield* checkCliPaths(
-            fs,
-            "codex",
-            settings.codexExecutable,
-            settings.workDir
-          )
-          const run = yield* runBounded({
-            provider: "codex",
-            executable,
-            args: codexArgs(payload.model),
-            cwd: workDir,
-            env: childEnvironment(host.environment, settings),
-            stdin: payload.prompt,
-            timeoutMillis: settings.taskTimeoutMillis,
-            graceMillis: settings.killGraceMillis,
-            maxOutputBytes: settings.maxOutputBytes
-          })
+          const { payload, run } = yield* launch(task.payload)
           const reading = readCodexEvents(new TextDecoder().decode(run.stdout))
           const receipt = cliReceipt("codex", payload.model, run, { usage: reading.usage, costUsd: null })
           const fail = (reason: string, retryable: boolean) =>
@@ -135,7 +111,7 @@ export const makeCodexProvider = (settings: ProviderSettings) =>
             },
             receipt
           }
-        }).pipe(Effect.provide(context))
+        })
     }
     return definition
   })

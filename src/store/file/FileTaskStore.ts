@@ -17,7 +17,7 @@ import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { claimantFor, emptyStateCounts, pageOf } from "../shared.js"
+import { emptyStateCounts, pageOf, transitionOperations } from "../shared.js"
 import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
 import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
@@ -213,6 +213,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     })
 
     const store: TaskStoreShape = {
+      ...transitionOperations(host, transition),
       submit: Effect.fn("TaskStore.submit")(function* (request) {
         const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
         const taskId = Transitions.taskIdFor(yield* openRoot, request.clientRequestId)
@@ -239,49 +240,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         const record = yield* loadExisting(taskId)
         return toView(yield* Transitions.checkHash(record, sha))
       }),
-      cancel: Effect.fn("TaskStore.cancel")((taskId, sha) =>
-        transition(taskId, (record, now) =>
-          Either.map(Transitions.checkHash(record, sha), () => {
-            const { next, outcome } = Transitions.cancel(record, now)
-            return [next, outcome] as const
-          })
-        )
-      ),
       live,
-      claim: Effect.fn("TaskStore.claim")(function* (taskId, request) {
-        const claimant = yield* claimantFor(host, request.workerId)
-        return yield* transition(taskId, (record, now) => {
-          const next = Transitions.claim(record, claimant, now, request.leaseMillis)
-          return Either.right([
-            next,
-            next?.lease ? Option.some({ record: next, lease: next.lease }) : Option.none()
-          ] as const)
-        })
-      }),
-      heartbeat: Effect.fn("TaskStore.heartbeat")((taskId, lease, leaseMillis) =>
-        transition(taskId, (record, now) =>
-          Either.map(
-            Transitions.heartbeat(record, lease, now, leaseMillis),
-            (next) => [next, next.lease ?? lease] as const
-          )
-        )
-      ),
-      complete: Effect.fn("TaskStore.complete")((taskId, lease, result, receipt) =>
-        transition(taskId, (record, now) =>
-          Either.map(
-            Transitions.finish(record, lease, { _tag: "complete", result, receipt }, now),
-            (next) => [next, undefined] as const
-          )
-        )
-      ),
-      fail: Effect.fn("TaskStore.fail")((taskId, lease, error, receipt) =>
-        transition(taskId, (record, now) =>
-          Either.map(
-            Transitions.finish(record, lease, { _tag: "failed", error, receipt }, now),
-            (next) => [next, undefined] as const
-          )
-        )
-      ),
       list: Effect.fn("TaskStore.list")(function* (request) {
         if (request.state !== undefined && !isTerminal(request.state)) {
           const snapshot = yield* live

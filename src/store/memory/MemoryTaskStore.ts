@@ -3,7 +3,7 @@
  * `Ref.modify`, so it needs no lock. For tests and for library users who want a queue that
  * lives as long as their process.
  */
-import { Clock, Effect, Either, Option, Ref } from "effect"
+import { Clock, Effect, Either, Ref } from "effect"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
@@ -12,7 +12,7 @@ import { submissionOrder, toReceipt, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { claimantFor, emptyStateCounts, pageOf } from "../shared.js"
+import { emptyStateCounts, pageOf, transitionOperations } from "../shared.js"
 
 export interface MemoryStoreOptions {
   readonly maxPayloadBytes?: number
@@ -48,6 +48,7 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
       ).pipe(Effect.flatMap((either) => either))
 
     const store: TaskStoreShape = {
+      ...transitionOperations(host, update),
       submit: Effect.fn("TaskStore.submit")(function* (request) {
         const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
         const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
@@ -69,14 +70,6 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         const record = yield* find(taskId)
         return toView(yield* Transitions.checkHash(record, sha))
       }),
-      cancel: Effect.fn("TaskStore.cancel")((taskId, sha) =>
-        update(taskId, (record, now) =>
-          Either.map(Transitions.checkHash(record, sha), () => {
-            const { next, outcome } = Transitions.cancel(record, now)
-            return [next, outcome] as const
-          })
-        )
-      ),
       live: Effect.map(Ref.get(records), (map) => {
         const all = [...map.values()]
         return {
@@ -88,40 +81,6 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           invalid: []
         }
       }),
-      claim: Effect.fn("TaskStore.claim")(function* (taskId, request) {
-        const claimant = yield* claimantFor(host, request.workerId)
-        return yield* update(taskId, (record, now) => {
-          const next = Transitions.claim(record, claimant, now, request.leaseMillis)
-          return Either.right([
-            next,
-            next?.lease ? Option.some({ record: next, lease: next.lease }) : Option.none()
-          ] as const)
-        })
-      }),
-      heartbeat: Effect.fn("TaskStore.heartbeat")((taskId, lease, leaseMillis) =>
-        update(taskId, (record, now) =>
-          Either.map(
-            Transitions.heartbeat(record, lease, now, leaseMillis),
-            (next) => [next, next.lease ?? lease] as const
-          )
-        )
-      ),
-      complete: Effect.fn("TaskStore.complete")((taskId, lease, result, receipt) =>
-        update(taskId, (record, now) =>
-          Either.map(
-            Transitions.finish(record, lease, { _tag: "complete", result, receipt }, now),
-            (next) => [next, undefined] as const
-          )
-        )
-      ),
-      fail: Effect.fn("TaskStore.fail")((taskId, lease, error, receipt) =>
-        update(taskId, (record, now) =>
-          Either.map(
-            Transitions.finish(record, lease, { _tag: "failed", error, receipt }, now),
-            (next) => [next, undefined] as const
-          )
-        )
-      ),
       list: Effect.fn("TaskStore.list")(function* (request) {
         const map = yield* Ref.get(records)
         return yield* pageOf(map.values(), request)
