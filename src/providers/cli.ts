@@ -4,7 +4,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
 import { ProviderUnavailable } from "../domain/errors.js"
 import type { AttemptReceipt } from "../domain/provider.js"
@@ -15,6 +15,7 @@ import { Host } from "../services/Host.js"
 import { decodePayload } from "./payload.js"
 import type { ProcessOutcome } from "./process.js"
 import { runBounded } from "./process.js"
+import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
@@ -99,6 +100,7 @@ export const makeCliLauncher = (
       Effect.gen(function* () {
         const payload: ProviderPayload = yield* decodePayload(provider, taskPayload)
         const paths = yield* checkCliPaths(fs, provider, executable, settings.workDir)
+        const startedAt = yield* Clock.currentTimeMillis
         const run = yield* runBounded({
           provider,
           executable: paths.executable,
@@ -109,7 +111,25 @@ export const makeCliLauncher = (
           timeoutMillis: settings.taskTimeoutMillis,
           graceMillis: settings.killGraceMillis,
           maxOutputBytes: settings.maxOutputBytes
-        })
+        }).pipe(
+          // A run that was stopped still started: its attempt keeps a receipt of what is known.
+          Effect.catchAll((error) =>
+            Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
+              Effect.fail(
+                withReceipt(
+                  error,
+                  stoppedReceipt(
+                    provider,
+                    payload.model,
+                    startedAt,
+                    endedAt,
+                    `the ${provider} CLI does not report which model answered`
+                  )
+                )
+              )
+            )
+          )
+        )
         return { payload, run }
       }).pipe(Effect.provide(context))
   })

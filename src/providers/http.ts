@@ -10,6 +10,7 @@ import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/error
 import type { AttemptReceipt } from "../domain/provider.js"
 import { MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
+import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
 
 export interface HttpOutcome {
@@ -24,59 +25,78 @@ class Overflow {
   readonly _tag = "Overflow"
 }
 
-export const postJson = (provider: string, url: string, body: unknown, settings: ProviderSettings) =>
-  Effect.gen(function* () {
-    const client = yield* HttpClient.HttpClient
-    const startedAt = yield* Clock.currentTimeMillis
-    const exchange = Effect.scoped(
-      Effect.gen(function* () {
-        const response = yield* client.execute(
-          HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body))
-        )
-        const chunks: Array<Uint8Array> = []
-        let size = 0
-        yield* response.stream.pipe(
-          Stream.runForEach((chunk) => {
-            size += chunk.length
-            if (size > settings.maxOutputBytes) return Effect.fail(new Overflow())
-            chunks.push(chunk)
-            return Effect.void
-          })
-        )
-        const bytes = new Uint8Array(size)
-        let at = 0
-        for (const chunk of chunks) {
-          bytes.set(chunk, at)
-          at += chunk.length
-        }
-        return { status: response.status, body: bytes }
-      })
-    )
-    const answered = yield* exchange.pipe(
-      Effect.timeoutOption(Duration.millis(settings.taskTimeoutMillis)),
-      Effect.catchTag("Overflow", () =>
-        Effect.fail(new OutputTooLarge({ provider, limitBytes: settings.maxOutputBytes }))
-      ),
-      Effect.mapError((error) =>
-        error._tag === "OutputTooLarge"
-          ? error
-          : new ProviderFailed({
-              provider,
-              reason: `could not reach ${url}: ${error.message}`,
-              retryable: true
+export const postJson = (
+  provider: string,
+  requestedModel: string,
+  url: string,
+  body: unknown,
+  settings: ProviderSettings
+) =>
+  Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
+    Effect.gen(function* () {
+      const client = yield* HttpClient.HttpClient
+      const exchange = Effect.scoped(
+        Effect.gen(function* () {
+          const response = yield* client.execute(
+            HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body))
+          )
+          const chunks: Array<Uint8Array> = []
+          let size = 0
+          yield* response.stream.pipe(
+            Stream.runForEach((chunk) => {
+              size += chunk.length
+              if (size > settings.maxOutputBytes) return Effect.fail(new Overflow())
+              chunks.push(chunk)
+              return Effect.void
             })
+          )
+          const bytes = new Uint8Array(size)
+          let at = 0
+          for (const chunk of chunks) {
+            bytes.set(chunk, at)
+            at += chunk.length
+          }
+          return { status: response.status, body: bytes }
+        })
+      )
+      const answered = yield* exchange.pipe(
+        Effect.timeoutOption(Duration.millis(settings.taskTimeoutMillis)),
+        Effect.catchTag("Overflow", () =>
+          Effect.fail(new OutputTooLarge({ provider, limitBytes: settings.maxOutputBytes }))
+        ),
+        Effect.mapError((error) =>
+          error._tag === "OutputTooLarge"
+            ? error
+            : new ProviderFailed({
+                provider,
+                reason: `could not reach ${url}: ${error.message}`,
+                retryable: true
+              })
+        )
+      )
+      if (Option.isNone(answered))
+        return yield* new ProviderTimeout({ provider, millis: settings.taskTimeoutMillis })
+      const outcome: HttpOutcome = {
+        ...answered.value,
+        text: new TextDecoder().decode(answered.value.body),
+        startedAt,
+        endedAt: yield* Clock.currentTimeMillis
+      }
+      return outcome
+    }).pipe(
+      // A call that got no answer still happened: its attempt keeps a receipt of what is known.
+      Effect.catchAll((error) =>
+        Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
+          Effect.fail(
+            withReceipt(
+              error,
+              stoppedReceipt(provider, requestedModel, startedAt, endedAt, "no answer from the server")
+            )
+          )
+        )
       )
     )
-    if (Option.isNone(answered))
-      return yield* new ProviderTimeout({ provider, millis: settings.taskTimeoutMillis })
-    const outcome: HttpOutcome = {
-      ...answered.value,
-      text: new TextDecoder().decode(answered.value.body),
-      startedAt,
-      endedAt: yield* Clock.currentTimeMillis
-    }
-    return outcome
-  })
+  )
 
 /** The receipt of an HTTP call; the model is what the server reported, which is not proof. */
 export const httpReceipt = (

@@ -34,6 +34,7 @@ export const makeOllamaProvider = (settings: ProviderSettings) =>
             })
           const outcome = yield* postJson(
             "ollama",
+            payload.model,
             endpoint(base, "/api/generate"),
             { model: payload.model, prompt: payload.prompt, stream: false },
             settings

@@ -44,6 +44,7 @@ export const makeOpenAiProvider = (settings: ProviderSettings) =>
             })
           const outcome = yield* postJson(
             "openai",
+            payload.model,
             chatCompletionsUrl(base),
             { model: payload.model, messages: [{ role: "user", content: payload.prompt }], stream: false },
             settings

@@ -40,6 +40,11 @@ class Overflow {
   readonly _tag = "Overflow"
 }
 
+class Ended {
+  readonly _tag = "Ended"
+  constructor(readonly reason: string) {}
+}
+
 const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
   const out = new Uint8Array(size)
   let at = 0
@@ -108,7 +113,10 @@ export const runBounded = (
           return Effect.void
         })
       )
-      const finished = yield* Effect.zip(stdout, child.exitCode, { concurrent: true }).pipe(
+      // The exit code fails when the child ended by a signal nobody here sent (the OOM killer, a
+      // user's kill): that is a failed run, not an output overflow.
+      const exited = child.exitCode.pipe(Effect.mapError((error) => new Ended(error.message)))
+      const finished = yield* Effect.zip(stdout, exited, { concurrent: true }).pipe(
         Effect.timeoutOption(Duration.millis(spec.timeoutMillis)),
         Effect.either
       )
@@ -116,6 +124,14 @@ export const runBounded = (
       yield* stopGroup(pgid, spec.graceMillis)
       yield* Effect.timeoutOption(stderrDone.await, Duration.seconds(1))
       const detail = { stderr_tail: tail((yield* Ref.get(stderr)).trim(), MaxDetailChars) }
+      if (finished._tag === "Left" && finished.left._tag === "Ended") {
+        return yield* new ProviderFailed({
+          provider: spec.provider,
+          reason: `ended without an exit code (${finished.left.reason})`,
+          retryable: true,
+          ...detail
+        })
+      }
       if (finished._tag === "Left") {
         return yield* new OutputTooLarge({
           provider: spec.provider,

@@ -1,0 +1,152 @@
+/**
+ * Ollama and OpenAI-compatible servers, played by fake servers on 127.0.0.1: one non-streaming
+ * JSON POST with the model in the body, the answer and its receipt; the reported model must
+ * equal the requested one, and the record says it is reported, not verified.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { createHash } from "node:crypto"
+import {
+  failureOf,
+  failureTagged,
+  providerLayer,
+  runProvider,
+  settings,
+  submitAndRun,
+  successOf,
+  url,
+  workerLayer
+} from "../support/fakeCli.js"
+import { fakeServer, modelServer } from "../support/fakeModelServer.js"
+import { httpPayload, httpProviders, reportedSource } from "./httpProviders.js"
+
+describe("local HTTP model providers", { timeout: 120_000 }, () => {
+  for (const p of httpProviders) {
+    const payload = (prompt?: string) => httpPayload(p, prompt)
+
+    it.scopedLive(
+      `${p.name}: a non-streaming POST with the model in the body; the answer and its receipt`,
+      () =>
+        Effect.gen(function* () {
+          const server = yield* fakeServer(modelServer())
+          const view = yield* submitAndRun(payload()).pipe(
+            Effect.provide(workerLayer(settings(p.at(server.url))))
+          )
+          assert.strictEqual(server.requests.length, 1)
+          const [request] = server.requests
+          assert.strictEqual(request?.method, "POST")
+          assert.strictEqual(request?.path, p.path)
+          assert.match(request?.headers["content-type"] ?? "", /^application\/json/)
+          assert.deepStrictEqual(JSON.parse(request?.body ?? "null"), p.body(p.model, payload().prompt))
+          assert.strictEqual(view.state, "complete")
+          const receipt = view.attempts[0]?.receipt
+          if (receipt === undefined) return assert.fail("the attempt has no receipt")
+          const answer = Buffer.from(server.replies[0] ?? "", "utf8")
+          assert.deepStrictEqual(
+            { ...receipt, started_at: "", ended_at: "", duration_ms: 0 },
+            {
+              provider: p.name,
+              requested_model: p.model,
+              model: p.model,
+              model_evidence: { verified: false, source: reportedSource },
+              started_at: "",
+              ended_at: "",
+              duration_ms: 0,
+              exit_code: null,
+              http_status: 200,
+              usage: p.usage,
+              cost_usd: null,
+              output_sha256: createHash("sha256").update(answer).digest("hex"),
+              output_bytes: answer.length
+            }
+          )
+          assert.deepStrictEqual(view.result, {
+            provider: p.name,
+            requested_model: p.model,
+            model: p.model,
+            model_evidence: { verified: false, source: reportedSource },
+            text: p.text
+          })
+        })
+    )
+
+    it.scopedLive(
+      `${p.name}: a server reporting another model fails with ModelMismatch, reported not verified`,
+      () =>
+        Effect.gen(function* () {
+          const server = yield* fakeServer(modelServer({ reportAs: "other-model:latest" }))
+          const view = yield* submitAndRun(payload()).pipe(
+            Effect.provide(workerLayer(settings(p.at(server.url))))
+          )
+          assert.strictEqual(view.state, "failed")
+          assert.deepStrictEqual(view.error, {
+            tag: "ModelMismatch",
+            message: `${p.name} reported model "other-model:latest", not the requested "${p.model}" (as reported by the server, not verified)`
+          })
+          const receipt = view.attempts[0]?.receipt
+          assert.strictEqual(receipt?.requested_model, p.model)
+          assert.strictEqual(receipt?.model, "other-model:latest")
+          assert.deepStrictEqual(receipt?.model_evidence, { verified: false, source: reportedSource })
+        })
+    )
+
+    it.scopedLive(`${p.name}: a payload with an extra key or an empty model sends nothing`, () =>
+      Effect.gen(function* () {
+        const server = yield* fakeServer(modelServer())
+        const layer = providerLayer(settings(p.at(server.url)))
+        const extra = failureOf(
+          yield* runProvider({ ...payload(), stream: true }).pipe(Effect.provide(layer))
+        )
+        const empty = failureOf(yield* runProvider({ ...payload(), model: "" }).pipe(Effect.provide(layer)))
+        assert.deepStrictEqual([extra._tag, empty._tag], ["InvalidPayload", "InvalidPayload"])
+        assert.match(extra.message, /stream/)
+        assert.deepStrictEqual(server.requests, [])
+      })
+    )
+
+    it.scopedLive(`${p.name}: without a URL the provider is unavailable`, () =>
+      Effect.gen(function* () {
+        const failure = failureTagged(
+          yield* runProvider(payload()).pipe(Effect.provide(providerLayer(settings()))),
+          "ProviderUnavailable"
+        )
+        assert.strictEqual(failure.message, `${p.name} is not available: no --${p.name}-url is configured`)
+      })
+    )
+  }
+
+  it.scopedLive("a task's error message is cut at 1,000 characters and marked [truncated]", () =>
+    Effect.gen(function* () {
+      const reported = `huge-${"m".repeat(1500)}`
+      const server = yield* fakeServer(modelServer({ reportAs: reported }))
+      const view = yield* submitAndRun({ provider: "ollama", model: "llama3.2:1b", prompt: "hi" }).pipe(
+        Effect.provide(workerLayer(settings({ ollamaUrl: url(server.url) })))
+      )
+      const message = view.error?.message ?? ""
+      assert.strictEqual(view.error?.tag, "ModelMismatch")
+      assert.strictEqual(message.length, 1000 + " [truncated]".length)
+      assert.isTrue(message.startsWith(`ollama reported model "huge-mmm`))
+      assert.isTrue(message.endsWith("m [truncated]"))
+      assert.strictEqual(
+        view.attempts[0]?.receipt?.model,
+        reported,
+        "the receipt keeps the reported model whole"
+      )
+    })
+  )
+
+  it.scopedLive("an OpenAI base URL that ends in /v1 is not doubled", () =>
+    Effect.gen(function* () {
+      const server = yield* fakeServer(modelServer())
+      successOf(
+        yield* runProvider({ provider: "openai", model: "local-model", prompt: "hi" }).pipe(
+          Effect.provide(providerLayer(settings({ openaiUrl: url(`${server.url}/v1`) })))
+        )
+      )
+      assert.deepStrictEqual(
+        server.requests.map((r) => `${r.method} ${r.path}`),
+        ["POST /v1/chat/completions"]
+      )
+    })
+  )
+})

@@ -1,0 +1,68 @@
+/**
+ * Provider settings through the built CLI: an option beats RELAYKEEP_* variables, which beat
+ * `<root>/config.json`; a bad config.json stops the worker before it claims anything.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { PassReport } from "../../src/worker/pass.js"
+import { failureOutput, jsonOutput, relaykeep } from "../support/cli.js"
+import { DoctorOutput } from "../support/doctor.js"
+import { sandbox } from "../support/fakeCli.js"
+import { seedTasks } from "../support/stores.js"
+
+describe("provider settings through the CLI", { timeout: 180_000 }, () => {
+  it.scopedLive("through the CLI: option beats RELAYKEEP_CLAUDE_EXECUTABLE beats config.json", () =>
+    Effect.gen(function* () {
+      const box = yield* sandbox
+      const root = path.join(box.dir, "root")
+      fs.mkdirSync(root)
+      fs.writeFileSync(
+        path.join(root, "config.json"),
+        JSON.stringify({
+          claude_executable: "/file/claude",
+          codex_executable: "/file/codex",
+          work_dir: "/file/work"
+        })
+      )
+      const targets = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>) =>
+        Effect.map(
+          Effect.promise(() => relaykeep(["doctor", "--json", "--root", root, ...args], { env })),
+          (result) => {
+            const out = jsonOutput(DoctorOutput, result)
+            return [out.work_dir, ...out.providers.slice(0, 2).map((d) => d.target)]
+          }
+        )
+      const env = { RELAYKEEP_CLAUDE_EXECUTABLE: "/env/claude" }
+      assert.deepStrictEqual(yield* targets([], {}), ["/file/work", "/file/claude", "/file/codex"])
+      assert.deepStrictEqual(yield* targets([], env), ["/file/work", "/env/claude", "/file/codex"])
+      assert.deepStrictEqual(yield* targets(["--claude-executable", "/option/claude"], env), [
+        "/file/work",
+        "/option/claude",
+        "/file/codex"
+      ])
+    })
+  )
+
+  it.scopedLive(
+    "through the CLI: a bad config.json key stops the worker (exit 2) before it claims anything",
+    () =>
+      Effect.gen(function* () {
+        const box = yield* sandbox
+        const root = path.join(box.dir, "root")
+        yield* Effect.promise(() => seedTasks(root, [{ id: "t", payload: {} }]))
+        fs.writeFileSync(
+          path.join(root, "config.json"),
+          JSON.stringify({ claude_executable: "/x", model: "opus" })
+        )
+        const result = yield* Effect.promise(() => relaykeep(["worker", "--root", root]))
+        const message = failureOutput(result, 2, "InvalidInput")
+        assert.isTrue(message.startsWith(`${path.join(root, "config.json")}: `), message)
+        assert.match(message, /model/)
+        fs.rmSync(path.join(root, "config.json"))
+        const pass = yield* Effect.promise(() => relaykeep(["worker", "--root", root]))
+        assert.strictEqual(jsonOutput(PassReport, pass).dispatched.length, 1, "the task was still queued")
+      })
+  )
+})

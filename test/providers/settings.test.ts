@@ -1,0 +1,178 @@
+/**
+ * Where the worker's provider settings come from: an option beats an environment variable,
+ * which beats `<root>/config.json`, which beats the default. Bad values stop the worker.
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Option } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { ProviderArgs } from "../../src/cli/providerOptions.js"
+import { resolveProviderSettings } from "../../src/cli/providerOptions.js"
+import type { ProviderSettings } from "../../src/providers/settings.js"
+import { failureOf, sandbox } from "../support/fakeCli.js"
+
+const none: ProviderArgs = {
+  claudeExecutable: Option.none(),
+  codexExecutable: Option.none(),
+  workDir: Option.none(),
+  ollamaUrl: Option.none(),
+  openaiUrl: Option.none(),
+  stripEnv: [],
+  taskTimeout: Option.none(),
+  killGrace: Option.none(),
+  maxOutput: Option.none()
+}
+
+/** Resolve with these options, this environment, and `config` written to `<root>/config.json`. */
+const resolve = (
+  root: string,
+  options: Partial<ProviderArgs>,
+  env: Readonly<Record<string, string>>,
+  config?: string
+) => {
+  if (config !== undefined) fs.writeFileSync(path.join(root, "config.json"), config)
+  return resolveProviderSettings({ ...none, ...options }, root).pipe(
+    Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
+    Effect.provide(NodeContext.layer),
+    Effect.either
+  )
+}
+
+/** The settings with URLs as text, to compare. */
+const plain = (settings: ProviderSettings) => ({
+  ...settings,
+  ollamaUrl: settings.ollamaUrl?.href,
+  openaiUrl: settings.openaiUrl?.href
+})
+
+const fromFile = JSON.stringify({
+  claude_executable: "/file/claude",
+  codex_executable: "/file/codex",
+  work_dir: "/file/work",
+  ollama_url: "http://127.0.0.1:1111",
+  openai_url: "http://localhost:2222/v1",
+  strip_env: ["FILE_SECRET"],
+  task_timeout: "90s",
+  kill_grace: "2s",
+  max_output: "1M"
+})
+const fileSettings = {
+  claudeExecutable: "/file/claude",
+  codexExecutable: "/file/codex",
+  workDir: "/file/work",
+  ollamaUrl: "http://127.0.0.1:1111/",
+  openaiUrl: "http://localhost:2222/v1",
+  stripEnv: ["FILE_SECRET"],
+  taskTimeoutMillis: 90_000,
+  killGraceMillis: 2_000,
+  maxOutputBytes: 1024 * 1024
+}
+const fromEnv = {
+  RELAYKEEP_CLAUDE_EXECUTABLE: "/env/claude",
+  RELAYKEEP_CODEX_EXECUTABLE: "/env/codex",
+  RELAYKEEP_WORK_DIR: "/env/work",
+  RELAYKEEP_OLLAMA_URL: "http://[::1]:3333",
+  RELAYKEEP_OPENAI_URL: "http://127.0.0.1:4444",
+  RELAYKEEP_STRIP_ENV: "ENV_A, ENV_B",
+  RELAYKEEP_TASK_TIMEOUT: "5m",
+  RELAYKEEP_KILL_GRACE: "3",
+  RELAYKEEP_MAX_OUTPUT: "2MiB"
+}
+const envSettings = {
+  claudeExecutable: "/env/claude",
+  codexExecutable: "/env/codex",
+  workDir: "/env/work",
+  ollamaUrl: "http://[::1]:3333/",
+  openaiUrl: "http://127.0.0.1:4444/",
+  stripEnv: ["ENV_A", "ENV_B"],
+  taskTimeoutMillis: 300_000,
+  killGraceMillis: 3_000,
+  maxOutputBytes: 2 * 1024 * 1024
+}
+
+describe("provider settings", { timeout: 180_000 }, () => {
+  it.scopedLive("without options, variables or config.json: the defaults", () =>
+    Effect.gen(function* () {
+      const box = yield* sandbox
+      const resolved = yield* resolve(box.dir, {}, {})
+      assert.deepStrictEqual(Option.getOrUndefined(Option.map(Option.getRight(resolved), plain)), {
+        claudeExecutable: undefined,
+        codexExecutable: undefined,
+        workDir: undefined,
+        ollamaUrl: undefined,
+        openaiUrl: undefined,
+        stripEnv: [],
+        taskTimeoutMillis: 30 * 60_000,
+        killGraceMillis: 10_000,
+        maxOutputBytes: 8 * 1024 * 1024
+      })
+    })
+  )
+
+  it.scopedLive("config.json alone sets everything; variables beat it; options beat both", () =>
+    Effect.gen(function* () {
+      const box = yield* sandbox
+      const settingsOf = (resolved: Effect.Effect.Success<ReturnType<typeof resolve>>) =>
+        Option.getOrUndefined(Option.map(Option.getRight(resolved), plain))
+      assert.deepStrictEqual(settingsOf(yield* resolve(box.dir, {}, {}, fromFile)), fileSettings)
+      assert.deepStrictEqual(settingsOf(yield* resolve(box.dir, {}, fromEnv)), envSettings)
+      const options: Partial<ProviderArgs> = {
+        claudeExecutable: Option.some("/option/claude"),
+        workDir: Option.some("/option/work"),
+        ollamaUrl: Option.some("http://localhost:5555"),
+        stripEnv: ["OPTION_SECRET"],
+        taskTimeout: Option.some("2h"),
+        maxOutput: Option.some("64K")
+      }
+      assert.deepStrictEqual(settingsOf(yield* resolve(box.dir, options, fromEnv)), {
+        ...envSettings,
+        claudeExecutable: "/option/claude",
+        workDir: "/option/work",
+        ollamaUrl: "http://localhost:5555/",
+        stripEnv: ["OPTION_SECRET"],
+        taskTimeoutMillis: 7_200_000,
+        maxOutputBytes: 64 * 1024
+      })
+      // Each setting falls back on its own: an option for one, a variable for another, the file for the rest.
+      const mixed = yield* resolve(
+        box.dir,
+        { codexExecutable: Option.some("/option/codex") },
+        { RELAYKEEP_WORK_DIR: "/env/work" }
+      )
+      assert.deepStrictEqual(settingsOf(mixed), {
+        ...fileSettings,
+        codexExecutable: "/option/codex",
+        workDir: "/env/work"
+      })
+    })
+  )
+
+  for (const [name, config, env, field, reason] of [
+    ["an unknown key in config.json", '{"claude_exe": "/x"}', {}, "config.json", /claude_exe/],
+    ["a config.json that is not JSON", "{claude_executable: /x", {}, "config.json", /./],
+    ["a number where config.json wants text", '{"task_timeout": 90}', {}, "config.json", /task_timeout/],
+    [
+      "a non-loopback URL in a variable",
+      undefined,
+      { RELAYKEEP_OLLAMA_URL: "http://example.com" },
+      "--ollama-url",
+      /example\.com/
+    ],
+    ["an https URL in config.json", '{"openai_url": "https://127.0.0.1:1"}', {}, "--openai-url", /https:/],
+    ["a bad duration", undefined, { RELAYKEEP_TASK_TIMEOUT: "soon" }, "--task-timeout", /not a duration/],
+    ["a zero grace", '{"kill_grace": "0s"}', {}, "--kill-grace", /longer than zero/],
+    ["a bad size", undefined, { RELAYKEEP_MAX_OUTPUT: "lots" }, "--max-output", /not a size/]
+  ] as const) {
+    it.scopedLive(`${name} is an InvalidInput naming the field`, () =>
+      Effect.gen(function* () {
+        const box = yield* sandbox
+        const failure = failureOf(yield* resolve(box.dir, {}, env, config))
+        assert.strictEqual(failure._tag, "InvalidInput")
+        const expected = field === "config.json" ? path.join(box.dir, "config.json") : field
+        assert.strictEqual(failure.field, expected)
+        assert.match(failure.reason, reason)
+      })
+    )
+  }
+})
