@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { ClientRequestId, PayloadSha256, TaskId } from "./ids.js"
 import { AttemptReceipt } from "./provider.js"
 
-/** A payload: any JSON object. Its size limit is a store setting. */
+/** A payload is a JSON object of whatever shape. Its size limit is a store setting. */
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
   title: "JsonObject",
   description: "a JSON object"

@@ -73,7 +73,7 @@ export const parseMemoryFile = ({ fs, store }: Deps) =>
     }))
   })
 
-/** Decide the whole import before touching the store: any invalid row or conflict rejects it all. */
+/** Decide the whole import before touching the store. One invalid row or conflict rejects it all. */
 export const planImport = ({ fs }: Deps, existing: ReadonlyArray<StoredMemory>, fixture: string) =>
   Effect.gen(function* () {
     const text = yield* fs
