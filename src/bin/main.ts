@@ -1,5 +1,6 @@
 /** Shared by the bins: compose the live layers once, run the CLI, report a failure in one line. */
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option } from "effect"
 import { runCli } from "../cli/main.js"
@@ -7,6 +8,7 @@ import { Host } from "../services/Host.js"
 
 const Live = Layer.mergeAll(
   Host.layer,
+  NodeHttpClient.layer,
   Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
 ).pipe(Layer.provideMerge(NodeContext.layer))
 
@@ -27,5 +29,5 @@ export const main = (argv: ReadonlyArray<string>) =>
     ),
     // runMain's own pretty logger writes to stdout, which belongs to JSON-RPC in a stdio
     // server; our logger (above) writes to stderr instead.
-    { disableErrorReporting: false, disablePrettyLogger: true }
+    { disableErrorReporting: true, disablePrettyLogger: true }
   )

@@ -1,5 +1,4 @@
 import { Command, Options } from "@effect/cli"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Console, Effect } from "effect"
 import type { Diagnosis } from "../providers/doctor.js"
 import { diagnose } from "../providers/doctor.js"
@@ -38,7 +37,4 @@ export const doctor = Command.make("doctor", { root, json, ...providerOptions },
     yield* Console.log(renderTable(diagnoses))
     yield* Console.log(`work dir: ${settings.workDir ?? "(none)"}`)
   })
-).pipe(
-  Command.withDescription("Check each configured provider without spending a model call."),
-  Command.provide(NodeHttpClient.layer)
-)
+).pipe(Command.withDescription("Check each configured provider without spending a model call."))

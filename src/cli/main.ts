@@ -39,6 +39,13 @@ export const runCli = (argv: ReadonlyArray<string>) =>
     return yield* run(argv).pipe(
       Console.withConsole({ ...console, error: () => Effect.void }),
       Effect.as(Option.none<CliFailure>()),
-      Effect.catchAll((error) => Effect.succeed(Option.some(describeFailure(error))))
+      Effect.catchAll((error) => Effect.succeed(Option.some(describeFailure(error)))),
+      // A defect is a bug, but it still ends as one line on stderr, never on stdout.
+      Effect.catchAllDefect((defect) =>
+        Effect.as(
+          Effect.logError("unexpected failure", defect),
+          Option.some(describeFailure({ _tag: "Defect", message: String(defect) }))
+        )
+      )
     )
   })

@@ -1,5 +1,4 @@
 import { Command, Options } from "@effect/cli"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, Option } from "effect"
 import { Host } from "../services/Host.js"
 import { Provider } from "../services/Provider.js"
@@ -24,7 +23,7 @@ export const providerLayer = (args: ProviderArgs & { readonly root: Option.Optio
       const settings = yield* resolveProviderSettings(args, yield* resolveRoot(args.root))
       return Provider.layer(settings)
     })
-  ).pipe(Layer.provide(NodeHttpClient.layer))
+  )
 
 export const worker = Command.make("worker", { root, workerId, lease, ...providerOptions }, (args) =>
   Effect.gen(function* () {

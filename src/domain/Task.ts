@@ -12,7 +12,6 @@ export type JsonObject = typeof JsonObject.Type
 export const TaskState = Schema.Literal("queued", "running", "complete", "failed", "cancelled")
 export type TaskState = typeof TaskState.Type
 
-export const LiveStates: ReadonlyArray<TaskState> = ["queued", "running"]
 export const isTerminal = (state: TaskState): boolean => state !== "queued" && state !== "running"
 
 export { isoTime, timeMillis, Timestamp } from "./time.js"

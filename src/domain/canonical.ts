@@ -1,4 +1,5 @@
 import { createHash, createHmac } from "node:crypto"
+import { LoneSurrogate } from "./ids.js"
 
 /**
  * RFC 8785 (JSON Canonicalization Scheme) serialization of a JSON value.
@@ -12,7 +13,7 @@ export const canonicalJson = (value: unknown): string => {
     case "boolean":
       return value ? "true" : "false"
     case "string":
-      return JSON.stringify(value)
+      return quote(value)
     case "number":
       if (!Number.isFinite(value)) throw new TypeError("non-finite number in JSON value")
       return JSON.stringify(value)
@@ -22,13 +23,20 @@ export const canonicalJson = (value: unknown): string => {
         .sort()
         .flatMap((key) => {
           const member: unknown = Reflect.get(value, key)
-          return member === undefined ? [] : [`${JSON.stringify(key)}:${canonicalJson(member)}`]
+          return member === undefined ? [] : [`${quote(key)}:${canonicalJson(member)}`]
         })
       return `{${entries.join(",")}}`
     }
     default:
       throw new TypeError(`${typeof value} is not a JSON value`)
   }
+}
+
+/** A JSON string; unpaired surrogates are refused, since hashing would fold them together. */
+const quote = (text: string): string => {
+  if (LoneSurrogate.test(text))
+    throw new TypeError("a string is not well-formed Unicode (unpaired surrogate)")
+  return JSON.stringify(text)
 }
 
 export const sha256Hex = (data: string | Uint8Array): string =>

@@ -16,26 +16,21 @@ export const PayloadSha256 = Schema.String.pipe(
 )
 export type PayloadSha256 = typeof PayloadSha256.Type
 
-// Printable: no C0/C1 control characters, no unpaired surrogates.
+// Printable: no C0/C1 control characters.
 // eslint-disable-next-line no-control-regex
-const Printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
+export const Printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
+
+/** Unpaired UTF-16 surrogates: they would all hash as U+FFFD, so distinct strings would collide. */
+export const LoneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 /** The caller's own idempotency key: 1–200 printable characters. */
 export const ClientRequestId = Schema.String.pipe(
+  Schema.filter((text) => !LoneSurrogate.test(text), { message: () => "must be well-formed Unicode" }),
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(200, { message: () => "must be at most 200 characters" }),
   Schema.pattern(Printable, { message: () => "must contain printable characters only" }),
   Schema.brand("ClientRequestId")
 )
 export type ClientRequestId = typeof ClientRequestId.Type
-
-/** Names a worker in leases and attempts. */
-export const WorkerId = Schema.String.pipe(
-  Schema.minLength(1),
-  Schema.maxLength(200),
-  Schema.pattern(Printable),
-  Schema.brand("WorkerId")
-)
-export type WorkerId = typeof WorkerId.Type
 
 export const isTaskId = Schema.is(TaskId)

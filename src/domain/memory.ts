@@ -1,10 +1,9 @@
 /** Memory records and their search: pure, so the server, the import and the tests agree. */
 import { Schema } from "effect"
-
-// eslint-disable-next-line no-control-regex
-const Printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
+import { LoneSurrogate, Printable } from "./ids.js"
 
 export const MemoryId = Schema.String.pipe(
+  Schema.filter((text) => !LoneSurrogate.test(text), { message: () => "must be well-formed Unicode" }),
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(200, { message: () => "must be at most 200 characters" }),
   Schema.pattern(Printable, { message: () => "must contain printable characters only" })

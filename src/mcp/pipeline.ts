@@ -77,9 +77,25 @@ export const callTool = <R>(
           arguments: redacted,
           error: error ? { tag: error._tag, message: error.message } : null
         })
-      ).pipe(Effect.catchAll((failure) => Effect.logError(`audit append failed: ${failure.message}`)))
-    const fail = (status: AuditStatus, error: ToolFailure) =>
-      Effect.as(record(status, error), errorResult(error))
+      )
+    /**
+     * The answer goes back only once the call is audited. If the entry cannot be written, the
+     * client is told so, rather than getting an answer that left no trace.
+     */
+    const answer = (status: AuditStatus, error: ToolFailure | undefined, result: ToolResult) =>
+      record(status, error).pipe(
+        Effect.as(result),
+        Effect.catchAll((failure) =>
+          Effect.as(
+            Effect.logError(`audit append failed: ${failure.message}`),
+            errorResult({
+              _tag: "AuditFailed",
+              message: `the call ${status === "ok" ? "ran" : "ended"}, but could not be audited: ${failure.message}`
+            })
+          )
+        )
+      )
+    const fail = (status: AuditStatus, error: ToolFailure) => answer(status, error, errorResult(error))
 
     const tool = tools.get(name)
     if (tool === undefined) return yield* fail("invalid", new UnknownTool({ tool: name }))
@@ -102,7 +118,7 @@ export const callTool = <R>(
             onTimeout: () => new ToolTimeout({ tool: name, millis: Duration.toMillis(timeout) })
           })
     const exit = yield* Effect.exit(bounded)
-    if (Exit.isSuccess(exit)) return yield* Effect.as(record("ok", undefined), okResult(exit.value))
+    if (Exit.isSuccess(exit)) return yield* answer("ok", undefined, okResult(exit.value))
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) {
       return yield* fail(failure.value instanceof ToolTimeout ? "timeout" : "error", failure.value)
@@ -112,7 +128,25 @@ export const callTool = <R>(
       _tag: "InternalError",
       message: "the tool failed unexpectedly; see the server log"
     })
-  }).pipe(Effect.withSpan("Pipeline.call", { attributes: { tool: name } }))
+  }).pipe(
+    // A call the client cancelled is audited too, as the error it became.
+    Effect.onInterrupt(() =>
+      Effect.flatMap(AuditLog, (audit) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          audit.append({
+            time: isoTime(now),
+            server: context.server,
+            tool: name,
+            status: "error",
+            duration_ms: 0,
+            arguments: redact(args ?? {}),
+            error: { tag: "Cancelled", message: "the client cancelled the call" }
+          })
+        )
+      ).pipe(Effect.ignore)
+    ),
+    Effect.withSpan("Pipeline.call", { attributes: { tool: name } })
+  )
 
 /** Index tools by name; a duplicate name is a programming error. */
 export const toolMap = <R>(tools: ReadonlyArray<Tool<R>>): ReadonlyMap<string, Tool<R>> => {

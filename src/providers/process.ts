@@ -95,6 +95,8 @@ export const runBounded = (
         )
       )
       const pgid = child.pid
+      // However the attempt ends, interrupted included (a worker shutting down), the tree goes.
+      yield* Effect.addFinalizer(() => stopGroup(pgid, spec.graceMillis))
       const stderr = yield* Ref.make("")
       const stderrDone = yield* child.stderr.pipe(
         Stream.decodeText(),
@@ -105,7 +107,7 @@ export const runBounded = (
       const chunks: Array<Uint8Array> = []
       let size = 0
       const stdout = child.stdout.pipe(
-        Stream.mapError(() => new Overflow()),
+        Stream.mapError((error) => new Ended(`reading its output failed: ${error.message}`)),
         Stream.runForEach((chunk) => {
           size += chunk.length
           if (size > spec.maxOutputBytes) return Effect.fail(new Overflow())

@@ -1,7 +1,7 @@
 import { FileSystem } from "@effect/platform"
-import { Clock, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
-import { hostname, uptime } from "node:os"
+import { hostname } from "node:os"
 
 /**
  * The facts about this process and machine that leases, locks and crash recovery rest on:
@@ -28,16 +28,18 @@ export class Host extends Context.Tag("relaykeep/Host")<
     readonly groupAlive: (pgid: number) => Effect.Effect<boolean>
   }
 >() {
-  /** The real process table. The boot id comes from the kernel; elsewhere, from the boot time. */
+  /** The real process table, and the kernel's boot id. */
   static readonly layer = Layer.effect(
     Host,
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem
-      const now = yield* Clock.currentTimeMillis
+      // Without /proc there is no stable boot id: a value derived from the clock and the uptime
+      // jitters between processes, and a wrong "other boot" would break live locks. So such
+      // systems use one constant: locks and leases then go stale by pid and expiry only, and the
+      // index is not rebuilt automatically after a reboot.
       const bootId = yield* fs.readFileString("/proc/sys/kernel/random/boot_id").pipe(
         Effect.map((text) => text.trim()),
-        // Without /proc, the boot time rounded to 10 s stands in for a boot id.
-        Effect.orElseSucceed(() => `boot-${Math.round((now / 1000 - uptime()) / 10)}`)
+        Effect.orElseSucceed(() => "no-boot-id")
       )
       return Host.of({
         pid: process.pid,

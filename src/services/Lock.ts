@@ -9,6 +9,8 @@ import type { Host } from "./Host.js"
 export interface LockOptions {
   /** How long to wait for a lock held by a live holder before failing with LockTimeout. */
   readonly waitMillis?: number
+  /** How long this hold may last before others may judge it stale (file locks). */
+  readonly ttlMillis?: number
 }
 
 /**

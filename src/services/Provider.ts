@@ -71,6 +71,9 @@ export class Provider extends Context.Tag("relaykeep/Provider")<
   /** Only the echo provider: for the demo and for queues that need no model. */
   static readonly layerEcho = Layer.succeed(Provider, makeRegistry([echoProvider]))
 
+  /** The in-memory provider (echo only): no process, no network. */
+  static readonly layerMemory = Provider.layerEcho
+
   /** A registry of the given providers, for tests and library users. */
   static readonly layerWith = (providers: ReadonlyArray<ProviderDefinition>) =>
     Layer.succeed(Provider, makeRegistry(providers))

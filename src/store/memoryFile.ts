@@ -117,6 +117,10 @@ export const appendMemories = ({ fs, path, store }: Deps, lines: ReadonlyArray<s
         yield* handle.writeAll(utf8(`${separator}${lines.join("\n")}\n`))
         yield* handle.sync
       })
-    ).pipe(Effect.mapError(toStorageError("append", store)))
+    ).pipe(
+      Effect.mapError(toStorageError("append", store)),
+      // A half-written line would damage the store for every later read: put it back as it was.
+      Effect.tapError(() => fs.truncate(store, utf8(before).length).pipe(Effect.ignore))
+    )
     if (before.length === 0) yield* syncDirectory(fs, path.dirname(store))
   })

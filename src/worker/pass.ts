@@ -3,6 +3,7 @@
  * provider while heartbeating the lease, and record the outcome under the lease's fence.
  */
 import { Clock, Duration, Effect, Either, Option, Schedule, Schema } from "effect"
+import { ProviderFailed } from "../domain/errors.js"
 import type { StorageError } from "../domain/errors.js"
 import { TaskId } from "../domain/ids.js"
 import { InvalidRecordReport } from "../domain/Task.js"
@@ -87,9 +88,20 @@ export const runPass = (
         continue
       }
       const { lease, record } = claimed.right.value
-      const outcome = yield* provider
-        .run({ taskId, attempt: lease.attempt, payload: record.payload })
-        .pipe(Effect.either, keepLeaseAlive(store, taskId, lease, options.leaseMillis))
+      const outcome = yield* provider.run({ taskId, attempt: lease.attempt, payload: record.payload }).pipe(
+        // A bug in a provider fails its task; it must not leave the task running and stop the pass.
+        Effect.catchAllDefect((defect) =>
+          Effect.fail(
+            new ProviderFailed({
+              provider: "worker",
+              reason: `provider crashed: ${String(defect)}`,
+              retryable: false
+            })
+          )
+        ),
+        Effect.either,
+        keepLeaseAlive(store, taskId, lease, options.leaseMillis)
+      )
       const saved = yield* Either.match(outcome, {
         onRight: (done) => store.complete(taskId, lease, done.result, done.receipt),
         onLeft: (error) => store.fail(taskId, lease, taskErrorOf(error), receiptOf(error))
@@ -138,9 +150,18 @@ const keepLeaseAlive =
   <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.scoped(
       Effect.gen(function* () {
-        yield* store.heartbeat(taskId, lease, leaseMillis).pipe(
-          Effect.repeat(Schedule.spaced(Duration.millis(Math.max(leaseMillis / 3, 10)))),
-          Effect.delay(Duration.millis(Math.max(leaseMillis / 3, 10))),
+        const every = Duration.millis(Math.max(leaseMillis / 3, 10))
+        // A storage hiccup skips one beat (the lease has two more thirds to go); losing the
+        // lease (StaleAttempt) or the record ends the beating.
+        const beat = store.heartbeat(taskId, lease, leaseMillis).pipe(
+          Effect.asVoid,
+          Effect.catchTag("StorageError", (error) =>
+            Effect.logWarning(`heartbeat of task ${taskId} failed: ${error.message}`)
+          )
+        )
+        yield* beat.pipe(
+          Effect.repeat(Schedule.spaced(every)),
+          Effect.delay(every),
           Effect.catchAll((error) =>
             Effect.logWarning(`heartbeat of task ${taskId} stopped: ${error.message}`)
           ),

@@ -1,6 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { canonicalJson, sha256Hex } from "../../src/domain/canonical.js"
 import { payloadSha256 } from "../../src/domain/transitions.js"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import { preparePayload } from "../../src/domain/submission.js"
+import { Either, Schema } from "effect"
 
 describe("RFC 8785 canonical JSON", () => {
   it("matches the RFC's worked example", () => {
@@ -28,6 +31,15 @@ describe("RFC 8785 canonical JSON", () => {
   it("rejects what JSON cannot carry", () => {
     assert.throws(() => canonicalJson({ n: Number.POSITIVE_INFINITY }))
     assert.throws(() => canonicalJson({ f: () => 1 }))
+  })
+
+  it("refuses unpaired surrogates, which hashing would fold into one character", () => {
+    assert.throws(() => canonicalJson({ text: "a\uD800" }), /well-formed/)
+    assert.throws(() => canonicalJson({ ["k\uDC00"]: 1 }), /well-formed/)
+    assert.strictEqual(canonicalJson({ emoji: "\uD83D\uDE00" }), '{"emoji":"😀"}')
+    assert.isFalse(Schema.is(ClientRequestId)("a\uD800"))
+    assert.isTrue(Schema.is(ClientRequestId)("a\uD83D\uDE00"))
+    assert.isTrue(Either.isLeft(preparePayload({ text: "\uDFFF" }, 1024)))
   })
 
   it("gives one payload hash whatever the key order or whitespace", () => {

@@ -189,7 +189,7 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         )
       )
 
-    const acquire = (key: string, options?: { readonly waitMillis?: number }) =>
+    const acquire = (key: string, options?: { readonly waitMillis?: number; readonly ttlMillis?: number }) =>
       Effect.gen(function* () {
         if (!ValidKey.test(key)) {
           return yield* new StorageError({ operation: "lock", path: key, reason: "not a valid lock key" })
@@ -197,10 +197,12 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         yield* ensureReady
         const file = path.join(directory, key)
         const waitMillis = options?.waitMillis ?? defaultWait
-        yield* Effect.acquireRelease(take(file, key, ttlMillis, waitMillis, 0), (token) =>
-          release(file, key, token, waitMillis).pipe(
-            Effect.catchAll((error) => Effect.logWarning(`could not release lock ${key}: ${error.message}`))
-          )
+        yield* Effect.acquireRelease(
+          take(file, key, options?.ttlMillis ?? ttlMillis, waitMillis, 0),
+          (token) =>
+            release(file, key, token, waitMillis).pipe(
+              Effect.catchAll((error) => Effect.logWarning(`could not release lock ${key}: ${error.message}`))
+            )
         )
       })
 

@@ -111,7 +111,11 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           const [next, answer] = yield* step(record, now)
           if (next) {
             yield* save(next)
-            yield* alignMarkers(next)
+            // The write is durable: the outcome stands. Markers are hints a pass repairs, so a
+            // failure to move one is logged rather than reported as a failed operation.
+            yield* alignMarkers(next).pipe(
+              Effect.catchAll((error) => Effect.logWarning(`index marker not updated: ${error.message}`))
+            )
           }
           return answer
         })
@@ -248,7 +252,12 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             request.state === "running"
               ? snapshot.running
               : yield* Effect.map(
-                  Effect.forEach(snapshot.queued, (taskId) => load(taskId).pipe(Effect.option)),
+                  Effect.forEach(snapshot.queued, (taskId) =>
+                    load(taskId).pipe(
+                      Effect.map(Option.some),
+                      Effect.catchTag("InvalidRecord", () => Effect.succeedNone)
+                    )
+                  ),
                   (found) =>
                     found.flatMap((o) => (Option.isSome(o) && Option.isSome(o.value) ? [o.value.value] : []))
                 )

@@ -103,7 +103,9 @@ export const reconcileAfterBoot = (deps: Deps) =>
         yield* writeDurable(fs, path, layout.boot, tempName(host.pid, token), utf8(`${host.bootId}\n`))
         return true
       }),
-      { waitMillis: 120_000 }
+      // A rebuild of a large root can take a while: its lock must outlive every waiter's patience,
+      // or a waiter would break it and rebuild at the same time.
+      { waitMillis: 120_000, ttlMillis: 600_000 }
     )
   })
 
