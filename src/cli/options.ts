@@ -7,6 +7,10 @@ import { InvalidInput } from "../domain/errors.js"
 import { AuditLog } from "../mcp/AuditLog.js"
 import { TaskStore } from "../services/TaskStore.js"
 
+/** An environment variable that is set and not empty (read through Effect's Config). */
+export const nonEmptyEnv = (name: string) =>
+  Config.option(Config.nonEmptyString(name)).pipe(Effect.orElseSucceed(() => Option.none<string>()))
+
 export const root = Options.text("root").pipe(
   Options.withDescription(
     "Data root (default: $RELAYKEEP_ROOT, else $XDG_DATA_HOME/relaykeep, else ~/.local/share/relaykeep)"
@@ -19,8 +23,7 @@ export const resolveRoot = (option: Option.Option<string>) =>
   Effect.gen(function* () {
     const path = yield* Path.Path
     if (Option.isSome(option)) return path.resolve(option.value)
-    const env = (name: string) =>
-      Config.option(Config.nonEmptyString(name)).pipe(Effect.orElseSucceed(() => Option.none()))
+    const env = nonEmptyEnv
     const explicit = yield* env("RELAYKEEP_ROOT")
     if (Option.isSome(explicit)) return path.resolve(explicit.value)
     const xdg = yield* env("XDG_DATA_HOME")

@@ -5,11 +5,12 @@
  */
 import { Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { Config, Effect, Either, Option, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { parseDuration } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
 import type { ProviderSettings } from "../providers/settings.js"
+import { nonEmptyEnv } from "./options.js"
 import { defaultSettings, parseLoopbackUrl } from "../providers/settings.js"
 
 const text = (name: string, description: string) =>
@@ -87,8 +88,7 @@ const readConfigFile = (root: string) =>
     )
   })
 
-const env = (name: string) =>
-  Config.option(Config.nonEmptyString(name)).pipe(Effect.orElseSucceed(() => Option.none<string>()))
+const env = nonEmptyEnv
 
 /** Resolve every setting: option, else environment variable, else config file, else default. */
 export const resolveProviderSettings = (args: ProviderArgs, root: string) =>

@@ -4,6 +4,7 @@ import type { StorageError } from "../domain/errors.js"
 import { timeMillis } from "../domain/Task.js"
 import type { AuditEntry, AuditStatus } from "./AuditEntry.js"
 import { Host } from "../services/Host.js"
+import { tempName } from "../store/file/layout.js"
 import { Lock, lockTimeoutAsStorageError } from "../services/Lock.js"
 import { appendEntry, readEntries, rewriteEntries } from "./auditFiles.js"
 
@@ -62,7 +63,7 @@ export class AuditLog extends Context.Tag("relaykeep/AuditLog")<
           fs,
           path,
           dir,
-          tempName: Effect.map(host.token, (token) => `.tmp-${host.pid}-${token}`)
+          tempName: Effect.map(host.token, (token) => tempName(host.pid, token))
         }
         const locked = <A>(body: Effect.Effect<A, StorageError>) =>
           lockTimeoutAsStorageError(lock.withLock("audit", body))

@@ -4,7 +4,7 @@ import { decodeCursor, encodeCursor } from "../domain/submission.js"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import type { Lease, TaskError, TaskRecord, TaskState } from "../domain/Task.js"
-import { toSummary } from "../domain/Task.js"
+import { submissionOrder, toSummary } from "../domain/Task.js"
 import type { Claimant } from "../domain/transitions.js"
 import * as Transitions from "../domain/transitions.js"
 import type { InvalidInput } from "../domain/errors.js"
@@ -15,16 +15,7 @@ export const DefaultListLimit = 50
 export const MaxListLimit = 500
 
 /** Newest first: the reverse of submission order. */
-export const newestFirst = (a: TaskRecord, b: TaskRecord): number =>
-  a.created_at > b.created_at
-    ? -1
-    : a.created_at < b.created_at
-      ? 1
-      : a.task_id > b.task_id
-        ? -1
-        : a.task_id < b.task_id
-          ? 1
-          : 0
+export const newestFirst = (a: TaskRecord, b: TaskRecord): number => submissionOrder(b, a)
 
 /** One page of `records` (any order) for a list request. */
 export const pageOf = (

@@ -22,6 +22,7 @@ import { sha256Hex } from "../../domain/canonical.js"
 import { LockTimeout, StorageError } from "../../domain/errors.js"
 import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
 import { Host } from "../../services/Host.js"
+import { tempName } from "./layout.js"
 import { createComplete, ensureDirectory, fromUtf8, readIfExists, removeIfExists, utf8 } from "./durable.js"
 
 const LockFile = Schema.parseJson(
@@ -105,7 +106,7 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
             expires_at: isoTime(now + ttl)
           })
         )
-        const created = yield* createComplete(fs, path, file, `.tmp-${host.pid}-${token}`, content, {
+        const created = yield* createComplete(fs, path, file, tempName(host.pid, token), content, {
           durable: false
         })
         return created ? Option.some(token) : Option.none<string>()
