@@ -32,7 +32,11 @@ export type {
 export type { FileStoreOptions } from "./store/file/FileTaskStore.js"
 export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"
 
-export { runPass, PassReport, OrphanReport, DefaultLeaseMillis } from "./worker/pass.js"
+export { runPass, PassReport, DefaultLeaseMillis } from "./worker/pass.js"
+export { reapOrphans, ReapReport, ReapedTask } from "./worker/reap.js"
+export { runAttempt, isRetryable, taskErrorOf } from "./worker/attempt.js"
+export type { AttemptEnd, AttemptReport } from "./worker/attempt.js"
+export { Shutdown } from "./services/Shutdown.js"
 export type { PassOptions } from "./worker/pass.js"
 export { Version } from "./version.js"
 

@@ -7,6 +7,7 @@ import { doctor } from "./doctor.js"
 import { list } from "./list.js"
 import { memory } from "./memory.js"
 import { read } from "./read.js"
+import { recover } from "./recover.js"
 import { submit } from "./submit.js"
 import { tasks } from "./tasks.js"
 import { worker } from "./worker.js"
@@ -14,7 +15,20 @@ import { Version } from "../version.js"
 
 export const relaykeep = Command.make("relaykeep").pipe(
   Command.withDescription("Hand tasks to a durable local queue and read their results back by id."),
-  Command.withSubcommands([submit, read, cancel, worker, list, check, tasks, memory, audit, doctor, demo])
+  Command.withSubcommands([
+    submit,
+    read,
+    cancel,
+    worker,
+    recover,
+    list,
+    check,
+    tasks,
+    memory,
+    audit,
+    doctor,
+    demo
+  ])
 )
 
 export const run = Command.run(relaykeep, { name: "relaykeep", version: Version })

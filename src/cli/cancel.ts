@@ -12,6 +12,8 @@ export const cancel = Command.make("cancel", { root, taskId, sha }, (args) =>
     yield* printJson(yield* store.cancel(id, hash))
   })
 ).pipe(
-  Command.withDescription("Cancel a queued task. Exits 0 either way: see the `cancelled` field."),
+  Command.withDescription(
+    "Cancel a task: a queued one at once; a running one is stopped by its worker (cancel_requested). Exits 0 either way."
+  ),
   Command.provide((args) => storeLayer(args.root))
 )

@@ -1,8 +1,14 @@
-import { Command, Options } from "@effect/cli"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Effect, Layer, Option } from "effect"
+import { InvalidInput } from "../domain/errors.js"
+import type { RetryPolicy } from "../domain/Task.js"
+import { DefaultRetryPolicy } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
 import { Provider } from "../services/Provider.js"
+import { DefaultCancelPollMillis } from "../worker/attempt.js"
+import { WorkerOutput } from "../worker/events.js"
 import { DefaultLeaseMillis, runPass } from "../worker/pass.js"
+import { DefaultConcurrency, DefaultGraceMillis, DefaultPollMillis, runWatch } from "../worker/watch.js"
 import { duration, resolveRoot, root, storeLayer } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
@@ -16,6 +22,76 @@ const lease = duration("lease", `${DefaultLeaseMillis / 1000}s`).pipe(
   Options.withDescription("Lease length; heartbeats extend it while a task runs (e.g. 60s, 5m)")
 )
 
+/** A whole number within bounds, or a usage error naming the flag. */
+const count = (name: string, fallback: number, min: number, max: number) =>
+  Options.integer(name).pipe(
+    Options.withDefault(fallback),
+    Options.mapEffect((value) =>
+      value >= min && value <= max
+        ? Effect.succeed(value)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be from ${min} to ${max}`)))
+    )
+  )
+
+const watch = Options.boolean("watch").pipe(
+  Options.withDescription(
+    "Keep running: wake on new submissions, run tasks concurrently, stop on SIGINT/SIGTERM"
+  )
+)
+const concurrency = count("concurrency", DefaultConcurrency, 1, 64).pipe(
+  Options.withDescription(`With --watch: attempts running at once (default ${DefaultConcurrency})`)
+)
+const maxPerProvider = Options.text("max-per-provider").pipe(
+  Options.withDescription("With --watch: caps per provider, e.g. claude=1,codex=1"),
+  Options.optional
+)
+const maxAttempts = count("max-attempts", DefaultRetryPolicy.max_attempts, 1, 100).pipe(
+  Options.withDescription(
+    "Attempts a task may take when its failure is retryable (default 1: a task is never re-run unless you ask)"
+  )
+)
+const retryBackoff = duration("retry-backoff", `${DefaultRetryPolicy.backoff_initial_ms / 1000}s`).pipe(
+  Options.withDescription("Wait before the second attempt; doubles each time, with jitter (default 10s)")
+)
+const retryBackoffMax = duration("retry-backoff-max", `${DefaultRetryPolicy.backoff_max_ms / 1000}s`).pipe(
+  Options.withDescription("The longest wait between attempts (default 10m)")
+)
+const grace = duration("grace", `${DefaultGraceMillis / 1000}s`).pipe(
+  Options.withDescription(
+    "With --watch: how long running tasks may finish after SIGINT/SIGTERM (default 30s)"
+  )
+)
+const poll = duration("poll", `${DefaultPollMillis / 1000}s`).pipe(
+  Options.withDescription("With --watch: look at the queue at least this often (default 5s)")
+)
+const logFormat = Options.choice("log-format", ["auto", "text", "json"]).pipe(
+  Options.withDefault("auto" as const),
+  Options.withDescription(
+    "With --watch: events on stderr as text (a live status line on a terminal) or one JSON object each"
+  )
+)
+
+/** `claude=1,codex=2` as a map; a usage error naming the bad part otherwise. */
+export const parseProviderCaps = (text: string) =>
+  Effect.forEach(
+    text
+      .split(",")
+      .map((part) => part.trim())
+      .filter((part) => part !== ""),
+    (part) => {
+      const match = /^([A-Za-z0-9._-]+)=(\d{1,3})$/.exec(part)
+      const cap = Number(match?.[2])
+      return match?.[1] !== undefined && cap >= 1
+        ? Effect.succeed([match[1], cap] as const)
+        : Effect.fail(
+            new InvalidInput({
+              field: "--max-per-provider",
+              reason: `${JSON.stringify(part)} is not PROVIDER=N with N from 1 to 999`
+            })
+          )
+    }
+  ).pipe(Effect.map((entries) => new Map(entries)))
+
 /** The providers as this worker's settings configure them, checked before any task is claimed. */
 export const providerLayer = (args: ProviderArgs & { readonly root: Option.Option<string> }) =>
   Layer.unwrapEffect(
@@ -25,13 +101,57 @@ export const providerLayer = (args: ProviderArgs & { readonly root: Option.Optio
     })
   )
 
-export const worker = Command.make("worker", { root, workerId, lease, ...providerOptions }, (args) =>
-  Effect.gen(function* () {
-    const host = yield* Host
-    const id = Option.getOrElse(args.workerId, () => `${host.hostname}:${host.pid}`)
-    yield* printJson(yield* runPass({ workerId: id, leaseMillis: args.lease }))
-  })
+export const worker = Command.make(
+  "worker",
+  {
+    root,
+    workerId,
+    lease,
+    watch,
+    concurrency,
+    maxPerProvider,
+    maxAttempts,
+    retryBackoff,
+    retryBackoffMax,
+    grace,
+    poll,
+    logFormat,
+    ...providerOptions
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const host = yield* Host
+      const id = Option.getOrElse(args.workerId, () => `${host.hostname}:${host.pid}`)
+      if (args.retryBackoffMax < args.retryBackoff)
+        return yield* new InvalidInput({
+          field: "--retry-backoff-max",
+          reason: "must not be shorter than --retry-backoff"
+        })
+      const retry: RetryPolicy = {
+        max_attempts: args.maxAttempts,
+        backoff_initial_ms: args.retryBackoff,
+        backoff_max_ms: args.retryBackoffMax
+      }
+      if (!args.watch)
+        return yield* printJson(yield* runPass({ workerId: id, leaseMillis: args.lease, retry }))
+      const caps = Option.isSome(args.maxPerProvider)
+        ? yield* parseProviderCaps(args.maxPerProvider.value)
+        : new Map<string, number>()
+      const summary = yield* runWatch({
+        workerId: id,
+        leaseMillis: args.lease,
+        retry,
+        concurrency: args.concurrency,
+        maxPerProvider: caps,
+        pollMillis: args.poll,
+        graceMillis: args.grace,
+        cancelPollMillis: DefaultCancelPollMillis
+      }).pipe(Effect.provide(WorkerOutput.layerStderr(args.logFormat)))
+      yield* printJson(summary)
+    })
 ).pipe(
-  Command.withDescription("Run one pass over the queue: claim and run each queued task, oldest first."),
+  Command.withDescription(
+    "Run one pass over the queue (reap orphans, then claim and run each ready task, oldest first), or keep running with --watch."
+  ),
   Command.provide((args) => Layer.merge(storeLayer(args.root), providerLayer(args)))
 )

@@ -26,7 +26,9 @@ export const TaskError = Schema.Struct({
   tag: Schema.String,
   message: Schema.String,
   stderr_tail: Schema.optional(Schema.String),
-  stdout_error: Schema.optional(Schema.String)
+  stdout_error: Schema.optional(Schema.String),
+  /** Whether another attempt could succeed (absent in records written before retries existed). */
+  retryable: Schema.optional(Schema.Boolean)
 })
 export type TaskError = typeof TaskError.Type
 
@@ -46,7 +48,21 @@ export const Lease = Schema.Struct({
 })
 export type Lease = typeof Lease.Type
 
-export const AttemptOutcome = Schema.Literal("running", "complete", "failed")
+export const AttemptOutcome = Schema.Literal("running", "complete", "failed", "cancelled")
+
+/**
+ * What an attempt reported after it had lost the task (its lease expired and the task was
+ * reaped or claimed again): kept in the history, never taken as the task's result.
+ */
+export const LateOutcome = Schema.Struct({
+  outcome: Schema.Literal("complete", "failed", "cancelled"),
+  reported_at: Timestamp,
+  result: Schema.optional(Schema.Unknown),
+  error: Schema.optional(TaskError),
+  receipt: Schema.optional(AttemptReceipt)
+})
+export type LateOutcome = typeof LateOutcome.Type
+
 export const Attempt = Schema.Struct({
   attempt: Schema.Int.pipe(Schema.positive()),
   worker_id: Schema.String,
@@ -57,9 +73,28 @@ export const Attempt = Schema.Struct({
   outcome: AttemptOutcome,
   error: Schema.NullOr(TaskError),
   /** What the provider did in this attempt (absent for the built-in echo). */
-  receipt: Schema.optional(AttemptReceipt)
+  receipt: Schema.optional(AttemptReceipt),
+  late: Schema.optional(LateOutcome)
 })
 export type Attempt = typeof Attempt.Type
+
+/**
+ * How often a task may run and how long it waits between attempts: the policy of the worker
+ * that last claimed it, stamped into the record so that any reaper applies the same one.
+ */
+export const RetryPolicy = Schema.Struct({
+  max_attempts: Schema.Int.pipe(Schema.positive()),
+  backoff_initial_ms: Schema.Int.pipe(Schema.nonNegative()),
+  backoff_max_ms: Schema.Int.pipe(Schema.nonNegative())
+})
+export type RetryPolicy = typeof RetryPolicy.Type
+
+/** Run once: a coding agent that may have edited files is not re-run unless its user asks. */
+export const DefaultRetryPolicy: RetryPolicy = {
+  max_attempts: 1,
+  backoff_initial_ms: 10_000,
+  backoff_max_ms: 600_000
+}
 
 /** The stored record: the single source of truth about one task. */
 export const TaskRecord = Schema.Struct({
@@ -77,7 +112,13 @@ export const TaskRecord = Schema.Struct({
   lease: Schema.NullOr(Lease),
   result: Schema.Unknown,
   error: Schema.NullOr(TaskError),
-  attempts: Schema.Array(Attempt)
+  attempts: Schema.Array(Attempt),
+  /** The policy of the worker that last claimed the task. */
+  retry: Schema.optional(RetryPolicy),
+  /** A requeued task waits until then before a worker may claim it again. */
+  not_before: Schema.optional(Timestamp),
+  /** Someone asked to cancel the task while it was running; its worker stops it. */
+  cancel_requested_at: Schema.optional(Timestamp)
 })
 export type TaskRecord = typeof TaskRecord.Type
 
@@ -102,13 +143,21 @@ export const TaskView = Schema.Struct({
   started_at: Schema.NullOr(Timestamp),
   finished_at: Schema.NullOr(Timestamp),
   attempt: Schema.Int,
-  attempts: Schema.Array(Attempt)
+  attempts: Schema.Array(Attempt),
+  max_attempts: Schema.Int,
+  not_before: Schema.NullOr(Timestamp),
+  cancel_requested_at: Schema.NullOr(Timestamp)
 })
 export type TaskView = typeof TaskView.Type
 
+/**
+ * What `cancel` did: `cancelled` when the task is (now) cancelled; `cancel_requested` when it
+ * is running and its worker has been asked to stop it (it ends `cancelled` once stopped).
+ */
 export const CancelOutcome = Schema.Struct({
   task_id: TaskId,
   cancelled: Schema.Boolean,
+  cancel_requested: Schema.Boolean,
   state: TaskState
 })
 export type CancelOutcome = typeof CancelOutcome.Type
@@ -146,7 +195,10 @@ export const toView = (record: TaskRecord): TaskView => ({
   started_at: record.started_at,
   finished_at: record.finished_at,
   attempt: record.attempt,
-  attempts: record.attempts
+  attempts: record.attempts,
+  max_attempts: (record.retry ?? DefaultRetryPolicy).max_attempts,
+  not_before: record.not_before ?? null,
+  cancel_requested_at: record.cancel_requested_at ?? null
 })
 
 export const toSummary = (record: TaskRecord): TaskSummary => ({

@@ -21,6 +21,15 @@ export const ProviderPayload = Schema.Union(
 export type ProviderPayload = typeof ProviderPayload.Type
 export type ProviderName = ProviderPayload["provider"]
 
+/** The built-in provider that runs payloads naming none: it hands the payload back. */
+export const EchoProviderName = "fake-echo"
+
+/** The provider a payload asks for (what per-provider caps count); none means the echo. */
+export const providerOfPayload = (payload: { readonly [key: string]: unknown }): string => {
+  const requested = payload["provider"]
+  return typeof requested === "string" ? requested : EchoProviderName
+}
+
 /** How much we know about which model answered. */
 export const ModelEvidence = Schema.Struct({
   verified: Schema.Boolean,

@@ -8,8 +8,18 @@ import { ConflictError, HashMismatch, StaleAttempt } from "./errors.js"
 import type { ClientRequestId } from "./ids.js"
 import type { AttemptReceipt } from "./provider.js"
 import { PayloadSha256, TaskId } from "./ids.js"
-import type { CancelOutcome, JsonObject, Lease, Receipt, TaskError, TaskRecord } from "./Task.js"
-import { isoTime, timeMillis, toReceipt } from "./Task.js"
+import type {
+  CancelOutcome,
+  JsonObject,
+  LateOutcome,
+  Lease,
+  Receipt,
+  RetryPolicy,
+  TaskError,
+  TaskRecord,
+  TaskState
+} from "./Task.js"
+import { DefaultRetryPolicy, isoTime, timeMillis, toReceipt } from "./Task.js"
 
 export const payloadSha256 = (payload: JsonObject): PayloadSha256 =>
   PayloadSha256.make(sha256Hex(canonicalJson(payload)))
@@ -68,26 +78,54 @@ export const recordDefect = (record: TaskRecord, storedUnder: TaskId): string | 
   return undefined
 }
 
-/** `queued → cancelled`; cancelled stays cancelled; anything else is reported unchanged. */
+/**
+ * `queued → cancelled` at once. A running task records the request (once) and stays running
+ * until its worker stops it; cancelled stays cancelled; any other state is reported unchanged.
+ */
 export const cancel = (
   record: TaskRecord,
   now: number
 ): { readonly next: TaskRecord | undefined; readonly outcome: CancelOutcome } => {
+  const outcome = (cancelled: boolean, cancelRequested: boolean, state: TaskState): CancelOutcome => ({
+    task_id: record.task_id,
+    cancelled,
+    cancel_requested: cancelRequested,
+    state
+  })
   switch (record.state) {
     case "queued": {
       const next: TaskRecord = {
-        ...record,
+        ...withoutSchedule(record),
         state: "cancelled",
         updated_at: isoTime(now),
         finished_at: isoTime(now)
       }
-      return { next, outcome: { task_id: record.task_id, cancelled: true, state: "cancelled" } }
+      return { next, outcome: outcome(true, false, "cancelled") }
+    }
+    case "running": {
+      const next: TaskRecord | undefined =
+        record.cancel_requested_at === undefined
+          ? { ...record, cancel_requested_at: isoTime(now), updated_at: isoTime(now) }
+          : undefined
+      return { next, outcome: outcome(false, true, "running") }
     }
     case "cancelled":
-      return { next: undefined, outcome: { task_id: record.task_id, cancelled: true, state: "cancelled" } }
+      return { next: undefined, outcome: outcome(true, false, "cancelled") }
     default:
-      return { next: undefined, outcome: { task_id: record.task_id, cancelled: false, state: record.state } }
+      return { next: undefined, outcome: outcome(false, false, record.state) }
   }
+}
+
+/** The record without its wait (`not_before`): claimed, cancelled or finished tasks wait for nothing. */
+const withoutSchedule = (record: TaskRecord): TaskRecord => {
+  const { not_before: _notBefore, ...rest } = record
+  return rest
+}
+
+/** The record without a pending cancel request: a requeued task starts afresh. */
+const withoutCancelRequest = (record: TaskRecord): TaskRecord => {
+  const { cancel_requested_at: _requested, ...rest } = record
+  return rest
 }
 
 /** Who is claiming: the worker's identity and a fresh token that fences this attempt. */
@@ -99,14 +137,22 @@ export interface Claimant {
   readonly owner_token: string
 }
 
-/** `queued → running` under a new attempt and lease, or undefined when the task is not queued. */
+/** Whether a queued task may be claimed at `now`: a requeued task waits out its backoff. */
+export const isDue = (record: TaskRecord, now: number): boolean =>
+  record.state === "queued" && (record.not_before === undefined || timeMillis(record.not_before) <= now)
+
+/**
+ * `queued → running` under a new attempt and lease, stamped with the claiming worker's retry
+ * policy; undefined when the task is not queued or still waits out a backoff.
+ */
 export const claim = (
   record: TaskRecord,
   claimant: Claimant,
   now: number,
-  leaseMillis: number
+  leaseMillis: number,
+  policy: RetryPolicy = DefaultRetryPolicy
 ): TaskRecord | undefined => {
-  if (record.state !== "queued") return undefined
+  if (!isDue(record, now)) return undefined
   const attempt = record.attempt + 1
   const lease: Lease = {
     owner_token: claimant.owner_token,
@@ -119,10 +165,12 @@ export const claim = (
     expires_at: isoTime(now + leaseMillis)
   }
   return {
-    ...record,
+    ...withoutSchedule(record),
     state: "running",
     attempt,
     lease,
+    retry: policy,
+    error: null,
     updated_at: isoTime(now),
     started_at: isoTime(now),
     attempts: [
@@ -167,41 +215,181 @@ export const heartbeat = (
 export type Outcome =
   | { readonly _tag: "complete"; readonly result: unknown; readonly receipt?: AttemptReceipt | undefined }
   | { readonly _tag: "failed"; readonly error: TaskError; readonly receipt?: AttemptReceipt | undefined }
+  | { readonly _tag: "cancelled"; readonly receipt?: AttemptReceipt | undefined }
 
-/** `running → complete | failed`, fenced by the lease of the attempt that ran. */
+/**
+ * The wait before attempt `attempt + 1`: exponential from the policy's initial delay, capped at
+ * its maximum, with "equal jitter": uniformly between half the nominal delay and all of it.
+ * `jitter` is a number in [0, 1).
+ */
+export const backoffMillis = (policy: RetryPolicy, attempt: number, jitter: number): number => {
+  const nominal = Math.min(policy.backoff_max_ms, policy.backoff_initial_ms * 2 ** Math.max(attempt - 1, 0))
+  return Math.round((nominal * (1 + Math.min(Math.max(jitter, 0), 1))) / 2)
+}
+
+/** How an attempt's end is settled: when, and the random draw its backoff uses. */
+export interface Settlement {
+  readonly now: number
+  readonly jitter: number
+  /** Requeue without a backoff (the worker shut down: nothing was wrong with the task). */
+  readonly immediate?: boolean
+}
+
+/**
+ * `running → complete | failed | cancelled | queued`, fenced by the lease of the attempt that
+ * ran. A failure goes back to the queue (after a backoff) when its error is retryable, the
+ * task has attempts left under its policy and nobody asked to cancel it; a failure of a task
+ * whose cancel was requested ends `cancelled`.
+ */
 export const finish = (
   record: TaskRecord,
   lease: Lease,
   outcome: Outcome,
-  now: number
+  settlement: Settlement
 ): Either.Either<TaskRecord, StaleAttempt> =>
   Either.map(fence(record, lease), () => {
+    const { now } = settlement
     const error = outcome._tag === "failed" ? outcome.error : null
+    const policy = record.retry ?? DefaultRetryPolicy
+    const cancelRequested = record.cancel_requested_at !== undefined
+    const retry =
+      outcome._tag === "failed" &&
+      outcome.error.retryable === true &&
+      !cancelRequested &&
+      record.attempt < policy.max_attempts
+    const attempts = record.attempts.map((attempt) =>
+      attempt.attempt === lease.attempt
+        ? {
+            ...attempt,
+            ended_at: isoTime(now),
+            outcome: outcome._tag,
+            error,
+            ...(outcome.receipt === undefined ? {} : { receipt: outcome.receipt })
+          }
+        : attempt
+    )
+    if (retry) {
+      const wait = settlement.immediate ? 0 : backoffMillis(policy, record.attempt, settlement.jitter)
+      return {
+        ...record,
+        state: "queued" as const,
+        lease: null,
+        result: null,
+        error: null,
+        updated_at: isoTime(now),
+        attempts,
+        ...(wait > 0 ? { not_before: isoTime(now + wait) } : {})
+      }
+    }
+    const state = outcome._tag === "failed" && cancelRequested ? ("cancelled" as const) : outcome._tag
     return {
-      ...record,
-      state: outcome._tag,
+      ...withoutCancelRequest(withoutSchedule(record)),
+      ...(cancelRequested ? { cancel_requested_at: record.cancel_requested_at } : {}),
+      state,
       lease: null,
       result: outcome._tag === "complete" ? outcome.result : null,
       error,
       updated_at: isoTime(now),
       finished_at: isoTime(now),
-      attempts: record.attempts.map((attempt) =>
-        attempt.attempt === lease.attempt
-          ? {
-              ...attempt,
-              ended_at: isoTime(now),
-              outcome: outcome._tag,
-              error,
-              ...(outcome.receipt === undefined ? {} : { receipt: outcome.receipt })
-            }
-          : attempt
-      )
+      attempts
     }
   })
 
+/**
+ * What a worker that lost its task reported anyway: kept on its attempt as `late` (once), never
+ * as the task's result. Undefined when there is nothing to keep (no such attempt, or already kept).
+ */
+export const recordLate = (
+  record: TaskRecord,
+  lease: Lease,
+  outcome: Outcome,
+  now: number
+): TaskRecord | undefined => {
+  const attempt = record.attempts.find((entry) => entry.attempt === lease.attempt)
+  if (attempt === undefined || attempt.late !== undefined || attempt.outcome === "running") return undefined
+  const late: LateOutcome = {
+    outcome: outcome._tag,
+    reported_at: isoTime(now),
+    ...(outcome._tag === "complete" ? { result: outcome.result } : {}),
+    ...(outcome._tag === "failed" ? { error: outcome.error } : {}),
+    ...(outcome.receipt === undefined ? {} : { receipt: outcome.receipt })
+  }
+  return {
+    ...record,
+    updated_at: isoTime(now),
+    attempts: record.attempts.map((entry) => (entry === attempt ? { ...entry, late } : entry))
+  }
+}
+
+export type OrphanReason = "lease_expired" | "owner_dead" | "owner_rebooted"
+
+const orphanText: Record<OrphanReason, string> = {
+  lease_expired: "its lease expired",
+  owner_dead: "its process is gone",
+  owner_rebooted: "its machine restarted"
+}
+
+/**
+ * Reap an orphan: end the attempt of `lease` as lost (`worker_lost`, retryable), so the task
+ * goes back to the queue while attempts remain, else ends `failed` (or `cancelled` when a
+ * cancel was requested). Fenced like an outcome, and a lease found expired must still be
+ * expired: a heartbeat in between wins.
+ */
+export const reap = (
+  record: TaskRecord,
+  lease: Lease,
+  reason: OrphanReason,
+  settlement: Settlement
+): Either.Either<TaskRecord, StaleAttempt> =>
+  Either.flatMap(fence(record, lease), (current) =>
+    reason === "lease_expired" && timeMillis(current.expires_at) > settlement.now
+      ? Either.left(
+          new StaleAttempt({
+            taskId: record.task_id,
+            attempt: lease.attempt,
+            reason: "the lease was renewed"
+          })
+        )
+      : finish(
+          record,
+          lease,
+          {
+            _tag: "failed",
+            error: {
+              tag: "worker_lost",
+              message: `worker ${current.worker_id} (pid ${current.pid} on ${current.host}) was lost: ${orphanText[reason]}`,
+              retryable: true
+            }
+          },
+          settlement
+        )
+  )
+
+/**
+ * Give a task back at shutdown: the attempt ends with `shutdown` (retryable, no backoff), so
+ * the task is queued again while attempts remain and ends `failed` otherwise.
+ */
+export const release = (
+  record: TaskRecord,
+  lease: Lease,
+  settlement: Settlement
+): Either.Either<TaskRecord, StaleAttempt> =>
+  finish(
+    record,
+    lease,
+    {
+      _tag: "failed",
+      error: {
+        tag: "shutdown",
+        message: "the worker shut down before the attempt finished; its processes were stopped",
+        retryable: true
+      }
+    },
+    { ...settlement, immediate: true }
+  )
+
 export type LeaseStatus =
-  | { readonly _tag: "live" }
-  | { readonly _tag: "orphaned"; readonly reason: "lease_expired" | "owner_dead" | "owner_rebooted" }
+  { readonly _tag: "live" } | { readonly _tag: "orphaned"; readonly reason: OrphanReason }
 
 /**
  * Whether a running task's holder may still be working on it. `ownerAlive` is the answer of

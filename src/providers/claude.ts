@@ -37,7 +37,7 @@ export const makeClaudeProvider = (settings: ProviderSettings) =>
       name: "claude",
       run: (task) =>
         Effect.gen(function* () {
-          const { payload, run } = yield* launch(task.payload)
+          const { payload, run } = yield* launch(task)
           const stdout = new TextDecoder().decode(run.stdout)
           const decoded = decodeClaude(stdout)
           const failed = (reason: string, retryable: boolean, stdoutError?: string) =>

@@ -10,7 +10,7 @@ import { ProviderUnavailable } from "../domain/errors.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
 import type { ProviderPayload } from "../domain/provider.js"
-import type { JsonObject } from "../domain/Task.js"
+import type { ProviderTask } from "../services/Provider.js"
 import { Host } from "../services/Host.js"
 import { decodePayload } from "./payload.js"
 import type { ProcessOutcome } from "./process.js"
@@ -96,9 +96,9 @@ export const makeCliLauncher = (
     const fs = yield* FileSystem.FileSystem
     const host = yield* Host
     const context = yield* Effect.context<CommandExecutor | Host>()
-    return (taskPayload: JsonObject) =>
+    return (task: ProviderTask) =>
       Effect.gen(function* () {
-        const payload: ProviderPayload = yield* decodePayload(provider, taskPayload)
+        const payload: ProviderPayload = yield* decodePayload(provider, task.payload)
         const paths = yield* checkCliPaths(fs, provider, executable, settings.workDir)
         const startedAt = yield* Clock.currentTimeMillis
         const run = yield* runBounded({
@@ -106,7 +106,12 @@ export const makeCliLauncher = (
           executable: paths.executable,
           args: argsFor(payload.model),
           cwd: paths.workDir,
-          env: childEnvironment(host.environment, settings),
+          // The child learns which task and attempt it serves (ids we made, never user text).
+          env: {
+            ...childEnvironment(host.environment, settings),
+            RELAYKEEP_TASK_ID: task.taskId,
+            RELAYKEEP_ATTEMPT: String(task.attempt)
+          },
           stdin: payload.prompt,
           timeoutMillis: settings.taskTimeoutMillis,
           graceMillis: settings.killGraceMillis,

@@ -75,7 +75,7 @@ export const makeCodexProvider = (settings: ProviderSettings) =>
       name: "codex",
       run: (task) =>
         Effect.gen(function* () {
-          const { payload, run } = yield* launch(task.payload)
+          const { payload, run } = yield* launch(task)
           const reading = readCodexEvents(new TextDecoder().decode(run.stdout))
           const receipt = cliReceipt("codex", payload.model, run, { usage: reading.usage, costUsd: null })
           const fail = (reason: string, retryable: boolean) =>

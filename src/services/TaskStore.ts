@@ -1,6 +1,6 @@
 import type { FileSystem, Path } from "@effect/platform"
 import { Context, Layer } from "effect"
-import type { Effect, Option } from "effect"
+import type { Effect, Option, Stream } from "effect"
 import type {
   ConflictError,
   HashMismatch,
@@ -12,6 +12,7 @@ import type {
 } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
+import type { OrphanReason } from "../domain/transitions.js"
 import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
 import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
 import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
@@ -24,6 +25,7 @@ import type {
   JsonObject,
   Lease,
   Receipt,
+  RetryPolicy,
   TaskError,
   TaskRecord,
   TaskState,
@@ -41,6 +43,25 @@ export interface ClaimRequest {
   readonly workerId: string
   /** How long the lease lasts before a heartbeat must extend it. */
   readonly leaseMillis: number
+  /** The worker's retry policy, stamped into the record (default: one attempt). */
+  readonly retry?: RetryPolicy | undefined
+  /**
+   * Checked on the current record under the store's guard: false declines the claim (a
+   * per-provider cap that is full). Must be pure and quick.
+   */
+  readonly accept?: ((record: TaskRecord) => boolean) | undefined
+}
+
+/** What a heartbeat learned: the extended lease, and whether someone asked to cancel the task. */
+export interface Heartbeat {
+  readonly lease: Lease
+  readonly cancelRequested: boolean
+}
+
+/** A queued task a worker may claim now, with the provider its payload asks for. */
+export interface ReadyTask {
+  readonly task_id: TaskId
+  readonly provider: string
 }
 
 /** A task this worker now runs, and the lease that fences its outcome. */
@@ -53,6 +74,10 @@ export interface ClaimedTask {
 export interface LiveSnapshot {
   /** Queued tasks, oldest first (submission order, ties broken by task id). */
   readonly queued: ReadonlyArray<TaskId>
+  /** The queued tasks that may be claimed now (not waiting out a backoff), in the same order. */
+  readonly ready: ReadonlyArray<ReadyTask>
+  /** When the first of the waiting tasks becomes claimable; null when none waits. */
+  readonly next_due_at: string | null
   /** Running tasks with their leases. */
   readonly running: ReadonlyArray<TaskRecord>
   /** Damaged records met on the way. */
@@ -98,7 +123,10 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     ) => Effect.Effect<Receipt, InvalidInput | ConflictError | InvalidRecord | StorageError>
     /** The task's state, result and history. No side effects. */
     readonly read: (taskId: TaskId, payloadSha256: string) => Effect.Effect<TaskView, ReadError>
-    /** Cancel a queued task; reports the state of any other. */
+    /**
+     * Cancel a queued task at once; on a running task, record the request for its worker
+     * (`cancel_requested`); report the state of any other, unchanged.
+     */
     readonly cancel: (taskId: TaskId, payloadSha256: string) => Effect.Effect<CancelOutcome, ReadError>
     /** Queued and running tasks, and the damaged records met. Costs O(live tasks). */
     readonly live: Effect.Effect<LiveSnapshot, StorageError>
@@ -115,7 +143,7 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       taskId: TaskId,
       lease: Lease,
       leaseMillis: number
-    ) => Effect.Effect<Lease, OutcomeError>
+    ) => Effect.Effect<Heartbeat, OutcomeError>
     /** Record the result of a running attempt, and what the provider did. Fenced by the lease. */
     readonly complete: (
       taskId: TaskId,
@@ -123,13 +151,42 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       result: unknown,
       receipt?: AttemptReceipt
     ) => Effect.Effect<void, OutcomeError>
-    /** Record the failure of a running attempt, and what the provider did. Fenced by the lease. */
+    /**
+     * Record the failure of a running attempt, and what the provider did. Fenced by the lease.
+     * A retryable error of a task with attempts left queues it again after a backoff.
+     */
     readonly fail: (
       taskId: TaskId,
       lease: Lease,
       error: TaskError,
       receipt?: AttemptReceipt
     ) => Effect.Effect<void, OutcomeError>
+    /** End a running attempt whose cancel was requested and whose processes were stopped. */
+    readonly stopCancelled: (
+      taskId: TaskId,
+      lease: Lease,
+      receipt?: AttemptReceipt
+    ) => Effect.Effect<void, OutcomeError>
+    /**
+     * Reap an orphaned attempt (`worker_lost`): queued again while attempts remain, else
+     * failed (cancelled when a cancel was requested). Fenced by the lease the reaper saw; an
+     * expired lease renewed meanwhile is not reaped (StaleAttempt).
+     */
+    readonly reap: (
+      taskId: TaskId,
+      lease: Lease,
+      reason: OrphanReason
+    ) => Effect.Effect<"queued" | "failed" | "cancelled", OutcomeError>
+    /** Give a running attempt back at shutdown: queued at once while attempts remain, else failed. */
+    readonly release: (
+      taskId: TaskId,
+      lease: Lease
+    ) => Effect.Effect<"queued" | "failed" | "cancelled", OutcomeError>
+    /**
+     * Signals that the queue may have new work (a submission, a requeue): a file-system watch
+     * for the file store. Best effort: a worker still polls.
+     */
+    readonly wakeups: Stream.Stream<void>
     /** A page of task summaries, newest first. */
     readonly list: (request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>
     /** Read every record and report every damaged one. Costs O(all tasks). */

@@ -1,5 +1,5 @@
 /** Pieces every TaskStore implementation shares: paging, counting, the lease identity. */
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Random } from "effect"
 import { decodeCursor, encodeCursor } from "../domain/submission.js"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
@@ -7,9 +7,17 @@ import type { Lease, TaskError, TaskRecord, TaskState } from "../domain/Task.js"
 import { submissionOrder, toSummary } from "../domain/Task.js"
 import type { Claimant } from "../domain/transitions.js"
 import * as Transitions from "../domain/transitions.js"
-import type { InvalidInput } from "../domain/errors.js"
+import type { InvalidInput, StaleAttempt } from "../domain/errors.js"
+import { providerOfPayload } from "../domain/provider.js"
 import type { Host } from "../services/Host.js"
-import type { ClaimedTask, ClaimRequest, ListRequest, TaskPage } from "../services/TaskStore.js"
+import type {
+  ClaimedTask,
+  ClaimRequest,
+  Heartbeat,
+  ListRequest,
+  ReadyTask,
+  TaskPage
+} from "../services/TaskStore.js"
 
 export const DefaultListLimit = 50
 export const MaxListLimit = 500
@@ -71,7 +79,36 @@ export type ApplyStep<Fail> = <A, E>(
   step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
 ) => Effect.Effect<A, E | Fail>
 
-/** cancel, claim, heartbeat, complete and fail: the same transitions for every store. */
+/** The random draw of a backoff's jitter, in [0, 1). */
+const settlement = Effect.map(Random.next, (jitter) => (now: number) => ({ now, jitter }))
+
+/**
+ * An outcome written under the fence; when the fence refuses it (the attempt lost its task),
+ * what it reported is kept on its attempt as `late` and the writer gets StaleAttempt.
+ */
+const settle = <Fail>(apply: ApplyStep<Fail>, taskId: TaskId, lease: Lease, outcome: Transitions.Outcome) =>
+  Effect.flatMap(settlement, (at) =>
+    apply(
+      taskId,
+      (
+        record,
+        now
+      ): Either.Either<readonly [TaskRecord | undefined, Either.Either<void, StaleAttempt>], never> =>
+        Either.right(
+          Either.match(Transitions.finish(record, lease, outcome, at(now)), {
+            onRight: (next) => [next, Either.void] as const,
+            onLeft: (stale) =>
+              [Transitions.recordLate(record, lease, outcome, now), Either.left(stale)] as const
+          })
+        )
+    ).pipe(Effect.flatMap((written) => written))
+  )
+
+/** The state a reaped or released task is left in. */
+const stateAfter = (next: TaskRecord): "queued" | "failed" | "cancelled" =>
+  next.state === "queued" ? "queued" : next.state === "cancelled" ? "cancelled" : "failed"
+
+/** Every transition of a live task: the same for every store. */
 export const transitionOperations = <Fail>(host: Host["Type"], apply: ApplyStep<Fail>) => ({
   cancel: Effect.fn("TaskStore.cancel")((taskId: TaskId, sha: string) =>
     apply(taskId, (record, now) =>
@@ -84,7 +121,10 @@ export const transitionOperations = <Fail>(host: Host["Type"], apply: ApplyStep<
   claim: Effect.fn("TaskStore.claim")(function* (taskId: TaskId, request: ClaimRequest) {
     const claimant = yield* claimantFor(host, request.workerId)
     return yield* apply(taskId, (record, now) => {
-      const next = Transitions.claim(record, claimant, now, request.leaseMillis)
+      const next =
+        request.accept === undefined || request.accept(record)
+          ? Transitions.claim(record, claimant, now, request.leaseMillis, request.retry)
+          : undefined
       const claimed: Option.Option<ClaimedTask> = next?.lease
         ? Option.some({ record: next, lease: next.lease })
         : Option.none()
@@ -95,26 +135,57 @@ export const transitionOperations = <Fail>(host: Host["Type"], apply: ApplyStep<
     apply(taskId, (record, now) =>
       Either.map(
         Transitions.heartbeat(record, lease, now, leaseMillis),
-        (next) => [next, next.lease ?? lease] as const
+        (next): readonly [TaskRecord, Heartbeat] =>
+          [
+            next,
+            { lease: next.lease ?? lease, cancelRequested: next.cancel_requested_at !== undefined }
+          ] as const
       )
     )
   ),
   complete: Effect.fn("TaskStore.complete")(
     (taskId: TaskId, lease: Lease, result: unknown, receipt?: AttemptReceipt) =>
-      apply(taskId, (record, now) =>
-        Either.map(
-          Transitions.finish(record, lease, { _tag: "complete", result, receipt }, now),
-          (next) => [next, undefined] as const
-        )
-      )
+      settle(apply, taskId, lease, { _tag: "complete", result, receipt })
   ),
   fail: Effect.fn("TaskStore.fail")(
     (taskId: TaskId, lease: Lease, error: TaskError, receipt?: AttemptReceipt) =>
+      settle(apply, taskId, lease, { _tag: "failed", error, receipt })
+  ),
+  stopCancelled: Effect.fn("TaskStore.stopCancelled")(
+    (taskId: TaskId, lease: Lease, receipt?: AttemptReceipt) =>
+      settle(apply, taskId, lease, { _tag: "cancelled", receipt })
+  ),
+  reap: Effect.fn("TaskStore.reap")((taskId: TaskId, lease: Lease, reason: Transitions.OrphanReason) =>
+    Effect.flatMap(settlement, (at) =>
       apply(taskId, (record, now) =>
         Either.map(
-          Transitions.finish(record, lease, { _tag: "failed", error, receipt }, now),
-          (next) => [next, undefined] as const
+          Transitions.reap(record, lease, reason, at(now)),
+          (next) => [next, stateAfter(next)] as const
         )
       )
+    )
+  ),
+  release: Effect.fn("TaskStore.release")((taskId: TaskId, lease: Lease) =>
+    Effect.flatMap(settlement, (at) =>
+      apply(taskId, (record, now) =>
+        Either.map(Transitions.release(record, lease, at(now)), (next) => [next, stateAfter(next)] as const)
+      )
+    )
   )
 })
+
+/** Split queued records into those a worker may claim now and the earliest wait of the rest. */
+export const readiness = (
+  queued: ReadonlyArray<TaskRecord>,
+  now: number
+): { readonly ready: ReadonlyArray<ReadyTask>; readonly next_due_at: string | null } => {
+  const ready: Array<ReadyTask> = []
+  let next: string | null = null
+  for (const record of queued) {
+    if (Transitions.isDue(record, now))
+      ready.push({ task_id: record.task_id, provider: providerOfPayload(record.payload) })
+    else if (record.not_before !== undefined && (next === null || record.not_before < next))
+      next = record.not_before
+  }
+  return { ready, next_due_at: next }
+}

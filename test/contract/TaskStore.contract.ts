@@ -133,6 +133,7 @@ export const taskStoreContract = (
           assert.deepStrictEqual(yield* store.cancel(a.task_id, a.payload_sha256), {
             task_id: a.task_id,
             cancelled: true,
+            cancel_requested: false,
             state: "cancelled"
           })
           const after = yield* store.read(a.task_id, a.payload_sha256)
@@ -140,6 +141,7 @@ export const taskStoreContract = (
           assert.deepStrictEqual(yield* store.cancel(a.task_id, a.payload_sha256), {
             task_id: a.task_id,
             cancelled: true,
+            cancel_requested: false,
             state: "cancelled"
           })
           assert.deepStrictEqual(yield* store.read(a.task_id, a.payload_sha256), after)
@@ -150,12 +152,14 @@ export const taskStoreContract = (
           assert.deepStrictEqual(yield* store.cancel(b.task_id, b.payload_sha256), {
             task_id: b.task_id,
             cancelled: false,
+            cancel_requested: true,
             state: "running"
           })
           if (Option.isSome(claimed)) yield* store.complete(b.task_id, claimed.value.lease, { ok: true })
           assert.deepStrictEqual(yield* store.cancel(b.task_id, b.payload_sha256), {
             task_id: b.task_id,
             cancelled: false,
+            cancel_requested: false,
             state: "complete"
           })
           // A cancelled task is never claimed.
@@ -221,7 +225,8 @@ export const taskStoreContract = (
           const { lease } = claimed.value
           yield* TestClock.adjust(Duration.seconds(30))
           const extended = yield* store.heartbeat(receipt.task_id, lease, 60_000)
-          assert.strictEqual(extended.expires_at, "1970-01-01T00:01:30.000Z")
+          assert.strictEqual(extended.lease.expires_at, "1970-01-01T00:01:30.000Z")
+          assert.isFalse(extended.cancelRequested)
           const forged = { ...lease, owner_token: "not-the-owner" }
           const stale = yield* Effect.flip(store.heartbeat(receipt.task_id, forged, 60_000))
           assert.strictEqual(stale._tag, "StaleAttempt")

@@ -6,7 +6,15 @@ import { failureOutput, jsonOutput, outputKeys, relaykeep, relaykeepWorker } fro
 import { recordFiles, sha256, useTempDirs } from "../support/files.js"
 
 const tempDir = useTempDirs()
-const passKeys = ["dispatched", "invalid_records", "orphaned", "skipped", "unknown_running", "worker_pid"]
+const passKeys = [
+  "dispatched",
+  "invalid_records",
+  "reaped",
+  "skipped",
+  "unknown_running",
+  "waiting",
+  "worker_pid"
+]
 
 describe("relaykeep end to end", { timeout: 120_000 }, () => {
   it("submit, one worker pass, read: the echo result; a second pass dispatches nothing", async () => {
@@ -36,7 +44,7 @@ describe("relaykeep end to end", { timeout: 120_000 }, () => {
     const first = jsonOutput(PassReport, firstPass)
     assert.deepStrictEqual(first.dispatched, [receipt.task_id])
     assert.deepStrictEqual(
-      [first.invalid_records, first.skipped, first.unknown_running, first.orphaned],
+      [first.invalid_records, first.skipped, first.unknown_running, first.reaped],
       [[], [], [], []]
     )
     assert.isAbove(first.worker_pid, 0)

@@ -50,7 +50,7 @@ describe("relaykeep submit, cancel, list, check", { timeout: 120_000 }, () => {
     const root = tempDir()
     const queued = jsonOutput(Receipt, await submitInline(root, "to-cancel", '{"job":1}'))
     const cancelArgs = ["cancel", "--root", root, "--task-id", queued.task_id, "--sha", queued.payload_sha256]
-    const expected = { task_id: queued.task_id, cancelled: true, state: "cancelled" }
+    const expected = { task_id: queued.task_id, cancelled: true, cancel_requested: false, state: "cancelled" }
     const first = await relaykeep(cancelArgs)
     assert.deepStrictEqual(jsonOutput(CancelOutcome, first), expected)
     const again = await relaykeep(cancelArgs)
@@ -71,6 +71,7 @@ describe("relaykeep submit, cancel, list, check", { timeout: 120_000 }, () => {
     assert.deepStrictEqual(jsonOutput(CancelOutcome, late), {
       task_id: done.task_id,
       cancelled: false,
+      cancel_requested: false,
       state: "complete"
     })
 

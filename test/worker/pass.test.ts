@@ -58,7 +58,11 @@ describe("worker pass", () => {
       yield* pass
       const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
       assert.strictEqual(view.state, "failed")
-      assert.deepStrictEqual(view.error, { tag: "ProviderFailed", message: "scripted: exploded" })
+      assert.deepStrictEqual(view.error, {
+        tag: "ProviderFailed",
+        retryable: false,
+        message: "scripted: exploded"
+      })
     }).pipe(
       Effect.provide(
         layers(
@@ -91,7 +95,7 @@ describe("worker pass", () => {
       )
       assert.deepStrictEqual(report.unknown_running, [live])
       assert.deepStrictEqual(
-        report.orphaned.map((o) => [o.task_id, o.reason, o.worker_id]),
+        report.reaped.map((o) => [o.task_id, o.reason, o.worker_id]),
         [[expired, "lease_expired", "expired"]]
       )
       assert.deepStrictEqual(report.dispatched, [])
@@ -109,7 +113,7 @@ describe("worker pass", () => {
       )
       const report = yield* pass
       assert.deepStrictEqual(
-        report.orphaned.map((o) => [o.task_id, o.reason]),
+        report.reaped.map((o) => [o.task_id, o.reason]),
         [[receipt.task_id, "owner_dead"]]
       )
       assert.deepStrictEqual(report.unknown_running, [])
@@ -133,7 +137,7 @@ describe("worker pass", () => {
       )
       const report = yield* pass
       assert.deepStrictEqual(
-        report.orphaned.map((o) => o.reason),
+        report.reaped.map((o) => o.reason),
         ["owner_rebooted"]
       )
     }).pipe(

@@ -6,7 +6,7 @@
  * enters a live state and removed only after it has left one.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Clock, Effect, Either, Option, Ref } from "effect"
+import { Clock, Effect, Either, Option, Ref, Stream } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
@@ -17,7 +17,7 @@ import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { emptyStateCounts, pageOf, transitionOperations } from "../shared.js"
+import { emptyStateCounts, pageOf, readiness, transitionOperations } from "../shared.js"
 import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
 import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
@@ -159,7 +159,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     )
 
     const live: TaskStoreShape["live"] = Effect.gen(function* () {
-      const queued: Array<TaskId> = []
+      const queued: Array<TaskRecord> = []
       const running: Array<TaskRecord> = []
       const invalid: Array<InvalidRecordReport> = [...(yield* invalidNames)]
       const seen = new Set<TaskId>()
@@ -175,8 +175,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           const state = Option.map(record.right, (r) => r.state)
           if (Option.isSome(state) && state.value === expected && !seen.has(taskId)) {
             seen.add(taskId)
-            if (expected === "queued") queued.push(taskId)
-            else if (Option.isSome(record.right)) running.push(record.right.value)
+            if (Option.isSome(record.right))
+              (expected === "queued" ? queued : running).push(record.right.value)
             return
           }
           yield* repairMarker(taskId, marker)
@@ -190,7 +190,13 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         if (taskId !== undefined) yield* visit(taskId, path.join(layout.running, name), "running")
       }
       // A claim between the two listings may show a task in both; the record decides.
-      return { queued: queued.filter((id) => !running.some((r) => r.task_id === id)), running, invalid }
+      const stillQueued = queued.filter((q) => !running.some((r) => r.task_id === q.task_id))
+      return {
+        queued: stillQueued.map((record) => record.task_id),
+        ...readiness(stillQueued, yield* Clock.currentTimeMillis),
+        running,
+        invalid
+      }
     }).pipe(Effect.withSpan("TaskStore.live"))
 
     /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
@@ -245,6 +251,18 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         return toView(yield* Transitions.checkHash(record, sha))
       }),
       live,
+      // A marker appears in index/queued for each submission and requeue. A watch that cannot
+      // start (or fails later) ends the stream quietly: the worker's poll still finds the work.
+      wakeups: Stream.unwrap(
+        Effect.map(Effect.either(openRoot), (opened) =>
+          Either.isLeft(opened)
+            ? Stream.empty
+            : fs.watch(layout.queued).pipe(
+                Stream.map(() => undefined),
+                Stream.catchAll(() => Stream.empty)
+              )
+        )
+      ),
       list: Effect.fn("TaskStore.list")(function* (request) {
         if (request.state !== undefined && !isTerminal(request.state)) {
           const snapshot = yield* live

@@ -3,7 +3,7 @@
  * `Ref.modify`, so it needs no lock. For tests and for library users who want a queue that
  * lives as long as their process.
  */
-import { Clock, Effect, Either, Ref } from "effect"
+import { Clock, Effect, Either, PubSub, Ref, Stream } from "effect"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
@@ -12,7 +12,7 @@ import { submissionOrder, toReceipt, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { emptyStateCounts, pageOf, transitionOperations } from "../shared.js"
+import { emptyStateCounts, pageOf, readiness, transitionOperations } from "../shared.js"
 
 export interface MemoryStoreOptions {
   readonly maxPayloadBytes?: number
@@ -24,6 +24,8 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
     const secret = yield* host.randomBytes(32)
     const records = yield* Ref.make(new Map<TaskId, TaskRecord>())
     const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
+    /** Published on every write that may leave a task queued (a submission, a requeue). */
+    const changes = yield* PubSub.sliding<void>(1)
 
     const find = (taskId: TaskId) =>
       Effect.flatMap(Ref.get(records), (map) => {
@@ -45,7 +47,14 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           const [next, answer] = stepped.right
           return [Either.right(answer), next ? new Map(map).set(taskId, next) : map]
         })
-      ).pipe(Effect.flatMap((either) => either))
+      ).pipe(
+        Effect.tap(() =>
+          Effect.flatMap(Ref.get(records), (map) =>
+            map.get(taskId)?.state === "queued" ? PubSub.publish(changes, undefined) : Effect.void
+          )
+        ),
+        Effect.flatMap((either) => either)
+      )
 
     const store: TaskStoreShape = {
       ...transitionOperations(host, update),
@@ -64,23 +73,26 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
             now
           })
           return [Either.right(toReceipt(record)), new Map(map).set(taskId, record)] as const
-        }).pipe(Effect.flatMap((either) => either))
+        }).pipe(
+          Effect.tap(() => PubSub.publish(changes, undefined)),
+          Effect.flatMap((either) => either)
+        )
       }),
       read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
         const record = yield* find(taskId)
         return toView(yield* Transitions.checkHash(record, sha))
       }),
-      live: Effect.map(Ref.get(records), (map) => {
-        const all = [...map.values()]
+      live: Effect.gen(function* () {
+        const all = [...(yield* Ref.get(records)).values()]
+        const queued = all.filter((record) => record.state === "queued").sort(submissionOrder)
         return {
-          queued: all
-            .filter((record) => record.state === "queued")
-            .sort(submissionOrder)
-            .map((record) => record.task_id),
+          queued: queued.map((record) => record.task_id),
+          ...readiness(queued, yield* Clock.currentTimeMillis),
           running: all.filter((record) => record.state === "running"),
           invalid: []
         }
       }),
+      wakeups: Stream.fromPubSub(changes),
       list: Effect.fn("TaskStore.list")(function* (request) {
         const map = yield* Ref.get(records)
         return yield* pageOf(map.values(), request)

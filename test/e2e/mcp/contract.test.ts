@@ -78,7 +78,12 @@ describe("relaykeep-tasks contract", () => {
     const receipt = await callOk(session, Receipt, "submit", { client_request_id: "c", payload: { x: 1 } })
     const args = { task_id: receipt.task_id, payload_sha256: receipt.payload_sha256 }
     const first = await callOk(session, CancelOutcome, "cancel", args)
-    assert.deepStrictEqual(first, { task_id: receipt.task_id, cancelled: true, state: "cancelled" })
+    assert.deepStrictEqual(first, {
+      task_id: receipt.task_id,
+      cancelled: true,
+      cancel_requested: false,
+      state: "cancelled"
+    })
     assert.deepStrictEqual(await callOk(session, CancelOutcome, "cancel", args), first)
     assert.strictEqual((await callOk(session, TaskView, "read", args)).state, "cancelled")
   })

@@ -1,0 +1,143 @@
+/**
+ * What a watching worker tells its operator, on stderr: one JSON object per event
+ * (`--log-format json`, for log shippers), one readable line per event (`text`), or on a
+ * terminal the same lines under a live status line (running, queued, finished, failed).
+ */
+import { Clock, Context, Effect, Layer, Ref } from "effect"
+import type { TaskId } from "../domain/ids.js"
+import type { AttemptEnd } from "./attempt.js"
+
+export type WorkerEvent =
+  | {
+      readonly event: "started"
+      readonly worker_id: string
+      readonly pid: number
+      readonly concurrency: number
+      readonly max_per_provider: Readonly<Record<string, number>>
+      readonly max_attempts: number
+    }
+  | {
+      readonly event: "claimed"
+      readonly task_id: TaskId
+      readonly attempt: number
+      readonly provider: string
+    }
+  | {
+      readonly event: "finished"
+      readonly task_id: TaskId
+      readonly attempt: number
+      readonly provider: string
+      readonly outcome: AttemptEnd["_tag"]
+      readonly duration_ms: number
+      readonly error?: { readonly tag: string; readonly message: string; readonly retryable: boolean }
+    }
+  | {
+      readonly event: "reaped"
+      readonly task_id: TaskId
+      readonly attempt: number
+      readonly reason: string
+      readonly now: "queued" | "failed" | "cancelled"
+    }
+  | { readonly event: "released"; readonly task_id: TaskId; readonly attempt: number; readonly now: string }
+  | {
+      readonly event: "stopping"
+      readonly reason: string
+      readonly running: number
+      readonly grace_ms: number
+    }
+  | { readonly event: "storage_error"; readonly message: string }
+  | {
+      readonly event: "stopped"
+      readonly reason: string
+      readonly finished: number
+      readonly failed: number
+      readonly released: number
+    }
+
+/** The counts on the status line. */
+export interface WorkerStatus {
+  readonly running: number
+  readonly queued: number
+  readonly finished: number
+  readonly failed: number
+}
+
+export type LogFormat = "json" | "text" | "tty"
+
+/** One event as a readable line. */
+export const describeEvent = (event: WorkerEvent): string => {
+  switch (event.event) {
+    case "started":
+      return `worker ${event.worker_id} (pid ${event.pid}) watching: concurrency ${event.concurrency}, max attempts ${event.max_attempts}${Object.entries(
+        event.max_per_provider
+      )
+        .map(([name, cap]) => `, ${name} ≤ ${cap}`)
+        .join("")}`
+    case "claimed":
+      return `claimed ${event.task_id} attempt ${event.attempt} (${event.provider})`
+    case "finished":
+      return `${event.outcome} ${event.task_id} attempt ${event.attempt} in ${event.duration_ms} ms${
+        event.error ? `: ${event.error.tag}: ${event.error.message}` : ""
+      }`
+    case "reaped":
+      return `reaped ${event.task_id} attempt ${event.attempt} (${event.reason}): now ${event.now}`
+    case "released":
+      return `released ${event.task_id} attempt ${event.attempt}: now ${event.now}`
+    case "stopping":
+      return `stopping (${event.reason}): ${event.running} running, up to ${event.grace_ms} ms to finish`
+    case "storage_error":
+      return `storage error, no more claims: ${event.message}`
+    case "stopped":
+      return `stopped (${event.reason}): ${event.finished} finished, ${event.failed} failed, ${event.released} released`
+  }
+}
+
+export const describeStatus = (status: WorkerStatus): string =>
+  `running ${status.running} · queued ${status.queued} · finished ${status.finished} · failed ${status.failed}`
+
+/** Erase the terminal's current line and return to its start. */
+const ClearLine = "\r\u001b[2K"
+
+export class WorkerOutput extends Context.Tag("relaykeep/WorkerOutput")<
+  WorkerOutput,
+  {
+    readonly event: (event: WorkerEvent) => Effect.Effect<void>
+    readonly status: (status: WorkerStatus) => Effect.Effect<void>
+  }
+>() {
+  /** Everything goes through `write` (stderr in the CLI; a buffer in tests). */
+  static readonly make = (format: LogFormat, write: (text: string) => Effect.Effect<void>) =>
+    Effect.gen(function* () {
+      const shown = yield* Ref.make("")
+      const output: WorkerOutput["Type"] = {
+        event: (event) =>
+          Effect.gen(function* () {
+            const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+            if (format === "json") return yield* write(`${JSON.stringify({ time: now, ...event })}\n`)
+            const line = `${now} ${describeEvent(event)}\n`
+            if (format === "text") return yield* write(line)
+            // On a terminal the event goes above the status line, which is drawn again below it
+            // (except after the last event: the shell's prompt comes next).
+            if (event.event === "stopped") yield* Ref.set(shown, "")
+            yield* write(`${ClearLine}${line}${yield* Ref.get(shown)}`)
+          }),
+        status: (status) =>
+          format === "tty"
+            ? Effect.gen(function* () {
+                const text = describeStatus(status)
+                if ((yield* Ref.getAndSet(shown, text)) !== text) yield* write(`${ClearLine}${text}`)
+              })
+            : Effect.void
+      }
+      return output
+    })
+
+  static readonly layer = (format: LogFormat, write: (text: string) => Effect.Effect<void>) =>
+    Layer.effect(WorkerOutput, WorkerOutput.make(format, write))
+
+  /** stderr, as JSON when asked, with the status line when stderr is a terminal. */
+  static readonly layerStderr = (format: "auto" | "json" | "text") =>
+    WorkerOutput.layer(format === "auto" ? (process.stderr.isTTY ? "tty" : "text") : format, (text) =>
+      Effect.sync(() => void process.stderr.write(text))
+    )
+}

@@ -1,0 +1,85 @@
+/**
+ * Reaping: find running tasks whose worker is gone (its lease expired, its process on this
+ * host no longer exists, or this host restarted) and end their attempt as `worker_lost`. Each
+ * reap is fenced by the lease that was seen, so a task that completed or was heartbeated
+ * meanwhile is left alone.
+ */
+import { Clock, Effect, Either, Schema } from "effect"
+import type { StorageError } from "../domain/errors.js"
+import { TaskId } from "../domain/ids.js"
+import { InvalidRecordReport } from "../domain/Task.js"
+import { leaseStatus } from "../domain/transitions.js"
+import { Host } from "../services/Host.js"
+import { TaskStore } from "../services/TaskStore.js"
+import type { LiveSnapshot } from "../services/TaskStore.js"
+
+export const ReapedTask = Schema.Struct({
+  task_id: TaskId,
+  reason: Schema.Literal("lease_expired", "owner_dead", "owner_rebooted"),
+  attempt: Schema.Int,
+  worker_id: Schema.String,
+  expires_at: Schema.String,
+  /** Where the task went: back to the queue, or failed/cancelled for good. */
+  now: Schema.Literal("queued", "failed", "cancelled")
+})
+export type ReapedTask = typeof ReapedTask.Type
+
+export const ReapReport = Schema.Struct({
+  reaped: Schema.Array(ReapedTask),
+  /** Orphans that changed before the reaper could take them (completed, heartbeated). */
+  left_alone: Schema.Array(TaskId),
+  /** Running tasks whose workers are alive, as far as this host can tell. */
+  live: Schema.Array(TaskId),
+  invalid_records: Schema.Array(InvalidRecordReport)
+})
+export type ReapReport = typeof ReapReport.Type
+
+/** Reap the orphans among the running tasks of `snapshot`. */
+export const reapSnapshot = (
+  snapshot: LiveSnapshot
+): Effect.Effect<ReapReport, StorageError, TaskStore | Host> =>
+  Effect.gen(function* () {
+    const store = yield* TaskStore
+    const host = yield* Host
+    const now = yield* Clock.currentTimeMillis
+    const reaped: Array<ReapedTask> = []
+    const leftAlone: Array<TaskId> = []
+    const live: Array<TaskId> = []
+    const invalid: Array<InvalidRecordReport> = [...snapshot.invalid]
+    for (const record of snapshot.running) {
+      const lease = record.lease
+      if (lease === null) continue
+      const alive = lease.host === host.hostname ? yield* host.isAlive(lease.pid) : true
+      const status = leaseStatus(lease, now, { host: host.hostname, boot_id: host.bootId }, alive)
+      if (status._tag === "live") {
+        live.push(record.task_id)
+        continue
+      }
+      const outcome = yield* Effect.either(store.reap(record.task_id, lease, status.reason))
+      if (Either.isRight(outcome)) {
+        reaped.push({
+          task_id: record.task_id,
+          reason: status.reason,
+          attempt: lease.attempt,
+          worker_id: lease.worker_id,
+          expires_at: lease.expires_at,
+          now: outcome.right
+        })
+        yield* Effect.logInfo(
+          `reaped task ${record.task_id} attempt ${lease.attempt} (${status.reason}): now ${outcome.right}`
+        )
+        continue
+      }
+      const error = outcome.left
+      if (error._tag === "StorageError") return yield* error
+      if (error._tag === "InvalidRecord") invalid.push({ file: error.file, reason: error.reason })
+      leftAlone.push(record.task_id)
+    }
+    return { reaped, left_alone: leftAlone, live, invalid_records: invalid }
+  }).pipe(Effect.withSpan("Worker.reap"))
+
+/** Look at the queue now and reap its orphans: what `relaykeep recover` runs. */
+export const reapOrphans: Effect.Effect<ReapReport, StorageError, TaskStore | Host> = Effect.flatMap(
+  TaskStore,
+  (store) => Effect.flatMap(store.live, reapSnapshot)
+)
