@@ -62,10 +62,15 @@ const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => 
 export const stopGroup = (pgid: number, graceMillis: number) =>
   Effect.gen(function* () {
     const host = yield* Host
-    const gone = Effect.repeat(host.groupAlive(pgid), {
-      while: (alive) => alive,
-      schedule: Schedule.spaced(Poll)
-    })
+    // Interruptible even when stopGroup runs as a finalizer (uninterruptible): otherwise the
+    // timeout below could not stop this wait, and a member that ignores SIGTERM would keep
+    // the worker waiting forever instead of getting its SIGKILL.
+    const gone = Effect.interruptible(
+      Effect.repeat(host.groupAlive(pgid), {
+        while: (alive) => alive,
+        schedule: Schedule.spaced(Poll)
+      })
+    )
     if (!(yield* host.signalGroup(pgid, "SIGTERM"))) return
     const stopped = yield* Effect.timeoutOption(gone, Duration.millis(graceMillis))
     if (Option.isSome(stopped)) return

@@ -182,7 +182,9 @@ export const runWatch = (
                 )
               )
             )
-            yield* FiberSet.run(attempts, attempt)
+            // A fiber forked here would inherit the uninterruptible region: the attempt must stay
+            // interruptible, or neither a cancel nor a shutdown could stop its provider.
+            yield* FiberSet.run(attempts, Effect.interruptible(attempt))
           })
         )
 

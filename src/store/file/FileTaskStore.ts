@@ -130,9 +130,11 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           : undefined
 
     /**
-     * Make a marker that disagrees with its record agree, under the task's lock: a submit in
-     * flight holds the lock from marker to record, so a marker without a record here is a
-     * leftover. A damaged record keeps its marker, so that every pass keeps reporting it.
+     * Make a marker that disagrees with its record agree, under the task's lock, and return
+     * the record as it is now. A submit in flight holds the lock from marker to record, so a
+     * marker without a record here is a leftover, and a marker seen before its record was
+     * written finds the record once the lock is ours. A damaged record keeps its marker, so
+     * that every pass keeps reporting it.
      */
     const repairMarker = (taskId: TaskId, marker: string) =>
       locked(
@@ -142,10 +144,14 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             Effect.map(Option.getOrNull),
             Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
           )
-          if (loaded === "damaged") return
-          if (loaded === null) return yield* removeIfExists(fs, marker)
+          if (loaded === "damaged") return Option.none<TaskRecord>()
+          if (loaded === null) {
+            yield* removeIfExists(fs, marker)
+            return Option.none<TaskRecord>()
+          }
           yield* alignMarkers(loaded)
           if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
+          return Option.some(loaded)
         })
       )
 
@@ -172,14 +178,14 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             seen.add(taskId)
             return
           }
-          const state = Option.map(record.right, (r) => r.state)
-          if (Option.isSome(state) && state.value === expected && !seen.has(taskId)) {
-            seen.add(taskId)
-            if (Option.isSome(record.right))
-              (expected === "queued" ? queued : running).push(record.right.value)
-            return
-          }
-          yield* repairMarker(taskId, marker)
+          const agrees = (found: Option.Option<TaskRecord>) =>
+            Option.isSome(found) && found.value.state === expected ? Option.some(found.value) : Option.none()
+          // A marker that disagrees is repaired; the record it then shows may agree after all.
+          const direct = agrees(record.right)
+          const current = Option.isSome(direct) ? direct : agrees(yield* repairMarker(taskId, marker))
+          if (Option.isNone(current) || seen.has(taskId)) return
+          seen.add(taskId)
+          ;(expected === "queued" ? queued : running).push(current.value)
         })
       for (const name of [...(yield* listDirectory(fs, layout.queued))].sort()) {
         const taskId = taskIdOfQueuedMarker(name)
