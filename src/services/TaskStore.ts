@@ -102,6 +102,9 @@ export interface CheckReport {
   readonly invalid_records: ReadonlyArray<InvalidRecordReport>
 }
 
+/** Where an attempt's end left its task: finished, or queued again for another attempt. */
+export type SettledState = "queued" | "complete" | "failed" | "cancelled"
+
 export type ReadError = UnknownTask | HashMismatch | InvalidRecord | StorageError
 export type OutcomeError = StaleAttempt | UnknownTask | InvalidRecord | StorageError
 
@@ -150,7 +153,7 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       lease: Lease,
       result: unknown,
       receipt?: AttemptReceipt
-    ) => Effect.Effect<void, OutcomeError>
+    ) => Effect.Effect<SettledState, OutcomeError>
     /**
      * Record the failure of a running attempt, and what the provider did. Fenced by the lease.
      * A retryable error of a task with attempts left queues it again after a backoff.
@@ -160,13 +163,13 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       lease: Lease,
       error: TaskError,
       receipt?: AttemptReceipt
-    ) => Effect.Effect<void, OutcomeError>
+    ) => Effect.Effect<SettledState, OutcomeError>
     /** End a running attempt whose cancel was requested and whose processes were stopped. */
     readonly stopCancelled: (
       taskId: TaskId,
       lease: Lease,
       receipt?: AttemptReceipt
-    ) => Effect.Effect<void, OutcomeError>
+    ) => Effect.Effect<SettledState, OutcomeError>
     /**
      * Reap an orphaned attempt (`worker_lost`): queued again while attempts remain, else
      * failed (cancelled when a cancel was requested). Fenced by the lease the reaper saw; an

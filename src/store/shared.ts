@@ -15,6 +15,7 @@ import type {
   ClaimRequest,
   Heartbeat,
   ListRequest,
+  SettledState,
   ReadyTask,
   TaskPage
 } from "../services/TaskStore.js"
@@ -93,10 +94,10 @@ const settle = <Fail>(apply: ApplyStep<Fail>, taskId: TaskId, lease: Lease, outc
       (
         record,
         now
-      ): Either.Either<readonly [TaskRecord | undefined, Either.Either<void, StaleAttempt>], never> =>
+      ): Either.Either<readonly [TaskRecord | undefined, Either.Either<SettledState, StaleAttempt>], never> =>
         Either.right(
           Either.match(Transitions.finish(record, lease, outcome, at(now)), {
-            onRight: (next) => [next, Either.void] as const,
+            onRight: (next) => [next, Either.right(settledState(next))] as const,
             onLeft: (stale) =>
               [Transitions.recordLate(record, lease, outcome, now), Either.left(stale)] as const
           })
@@ -104,7 +105,10 @@ const settle = <Fail>(apply: ApplyStep<Fail>, taskId: TaskId, lease: Lease, outc
     ).pipe(Effect.flatMap((written) => written))
   )
 
-/** The state a reaped or released task is left in. */
+/** The state an attempt's end left its task in. */
+const settledState = (next: TaskRecord): SettledState => (next.state === "running" ? "queued" : next.state)
+
+/** The state a reaped or released task is left in (never complete: nothing finished). */
 const stateAfter = (next: TaskRecord): "queued" | "failed" | "cancelled" =>
   next.state === "queued" ? "queued" : next.state === "cancelled" ? "cancelled" : "failed"
 

@@ -15,7 +15,7 @@ import { MaxMessageChars, providerOfPayload, truncate } from "../domain/provider
 import type { TaskError } from "../domain/Task.js"
 import { Provider } from "../services/Provider.js"
 import type { ProviderError, ProviderResult } from "../services/Provider.js"
-import type { ClaimedTask, OutcomeError } from "../services/TaskStore.js"
+import type { ClaimedTask, OutcomeError, SettledState } from "../services/TaskStore.js"
 import { TaskStore } from "../services/TaskStore.js"
 
 export interface AttemptOptions {
@@ -32,7 +32,8 @@ export const DefaultCancelPollMillis = 1_000
 /** How an attempt ended, as its worker saw it. */
 export type AttemptEnd =
   | { readonly _tag: "complete" }
-  | { readonly _tag: "failed"; readonly error: TaskError }
+  /** `requeued`: the task went back to the queue for another attempt. */
+  | { readonly _tag: "failed"; readonly error: TaskError; readonly requeued: boolean }
   | { readonly _tag: "cancelled" }
   /** The lease was taken over: the outcome was kept on the attempt as `late`, not as the result. */
   | { readonly _tag: "stale"; readonly reason: string }
@@ -165,9 +166,12 @@ export const runAttempt = (
     // Whatever won, the provider's process group is stopped before anything is written.
     yield* Fiber.interrupt(running)
 
-    const fenced = (effect: Effect.Effect<void, OutcomeError>, end: AttemptEnd) =>
+    const fenced = (
+      effect: Effect.Effect<SettledState, OutcomeError>,
+      end: (state: SettledState) => AttemptEnd
+    ) =>
       effect.pipe(
-        Effect.as(end),
+        Effect.map(end),
         Effect.catchAll((error) =>
           error._tag === "StorageError"
             ? Effect.fail(error)
@@ -180,7 +184,8 @@ export const runAttempt = (
         )
       )
     const write = (): Effect.Effect<AttemptEnd, StorageError> => {
-      if (ended._tag === "cancel") return fenced(store.stopCancelled(taskId, lease), { _tag: "cancelled" })
+      if (ended._tag === "cancel")
+        return fenced(store.stopCancelled(taskId, lease), () => ({ _tag: "cancelled" }))
       if (finished === undefined)
         return Effect.succeed({
           _tag: "stale",
@@ -188,13 +193,14 @@ export const runAttempt = (
         })
       return Either.match(finished, {
         onRight: (result) =>
-          fenced(store.complete(taskId, lease, result.result, result.receipt), { _tag: "complete" }),
+          fenced(store.complete(taskId, lease, result.result, result.receipt), () => ({ _tag: "complete" })),
         onLeft: (error) => {
           const taskError = taskErrorOf(error)
-          return fenced(store.fail(taskId, lease, taskError, receiptOf(error)), {
+          return fenced(store.fail(taskId, lease, taskError, receiptOf(error)), (state) => ({
             _tag: "failed",
-            error: taskError
-          })
+            error: taskError,
+            requeued: state === "queued"
+          }))
         }
       })
     }

@@ -30,6 +30,8 @@ export type WorkerEvent =
       readonly outcome: AttemptEnd["_tag"]
       readonly duration_ms: number
       readonly error?: { readonly tag: string; readonly message: string; readonly retryable: boolean }
+      /** A failed attempt whose task went back to the queue. */
+      readonly requeued?: boolean
     }
   | {
       readonly event: "reaped"
@@ -78,7 +80,7 @@ export const describeEvent = (event: WorkerEvent): string => {
     case "finished":
       return `${event.outcome} ${event.task_id} attempt ${event.attempt} in ${event.duration_ms} ms${
         event.error ? `: ${event.error.tag}: ${event.error.message}` : ""
-      }`
+      }${event.requeued ? " (queued again)" : ""}`
     case "reaped":
       return `reaped ${event.task_id} attempt ${event.attempt} (${event.reason}): now ${event.now}`
     case "released":

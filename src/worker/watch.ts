@@ -47,8 +47,10 @@ export const WatchSummary = Schema.Struct({
   reason: Schema.String,
   /** Attempts that ended complete. */
   finished: Schema.Int,
-  /** Attempts that ended failed (the task may have been queued again for another attempt). */
+  /** Attempts that failed and left their task failed. */
   failed: Schema.Int,
+  /** Attempts that failed and sent their task back to the queue for another attempt. */
+  retried: Schema.Int,
   cancelled: Schema.Int,
   /** Attempts stopped at shutdown, their tasks given back. */
   released: Schema.Int,
@@ -78,7 +80,14 @@ export const runWatch = (
         Effect.forkScoped
       )
       const running = yield* Ref.make(new Map<TaskId, string>())
-      const counts = yield* Ref.make({ finished: 0, failed: 0, cancelled: 0, released: 0, reaped: 0 })
+      const counts = yield* Ref.make({
+        finished: 0,
+        failed: 0,
+        retried: 0,
+        cancelled: 0,
+        released: 0,
+        reaped: 0
+      })
       const queued = yield* Ref.make(0)
       const failure = yield* Deferred.make<StorageError>()
       const attempts = yield* FiberSet.make<void>()
@@ -147,7 +156,8 @@ export const runWatch = (
                   Ref.update(counts, (c) => ({
                     ...c,
                     finished: c.finished + (report.end._tag === "complete" ? 1 : 0),
-                    failed: c.failed + (report.end._tag === "failed" ? 1 : 0),
+                    failed: c.failed + (report.end._tag === "failed" && !report.end.requeued ? 1 : 0),
+                    retried: c.retried + (report.end._tag === "failed" && report.end.requeued ? 1 : 0),
                     cancelled: c.cancelled + (report.end._tag === "cancelled" ? 1 : 0)
                   })),
                   output.event({
@@ -163,7 +173,8 @@ export const runWatch = (
                             tag: report.end.error.tag,
                             message: report.end.error.message,
                             retryable: report.end.error.retryable === true
-                          }
+                          },
+                          requeued: report.end.requeued
                         }
                       : {})
                   })
