@@ -295,9 +295,13 @@ export const finish = (
     }
   })
 
+/** The error tag of an attempt whose worker was lost (reaped). */
+export const WorkerLost = "worker_lost"
+
 /**
  * What a worker that lost its task reported anyway: kept on its attempt as `late` (once), never
- * as the task's result. Undefined when there is nothing to keep (no such attempt, or already kept).
+ * as the task's result. Undefined when there is nothing to keep: no such attempt, an attempt
+ * that was not reaped (it ended itself), or one whose late outcome is already kept.
  */
 export const recordLate = (
   record: TaskRecord,
@@ -306,7 +310,10 @@ export const recordLate = (
   now: number
 ): TaskRecord | undefined => {
   const attempt = record.attempts.find((entry) => entry.attempt === lease.attempt)
-  if (attempt === undefined || attempt.late !== undefined || attempt.outcome === "running") return undefined
+  // Only an attempt that was reaped lost its task while its worker went on; a second outcome
+  // from an attempt that ended itself is a duplicate, not news.
+  if (attempt === undefined || attempt.late !== undefined || attempt.error?.tag !== WorkerLost)
+    return undefined
   const late: LateOutcome = {
     outcome: outcome._tag,
     reported_at: isoTime(now),
@@ -356,7 +363,7 @@ export const reap = (
           {
             _tag: "failed",
             error: {
-              tag: "worker_lost",
+              tag: WorkerLost,
               message: `worker ${current.worker_id} (pid ${current.pid} on ${current.host}) was lost: ${orphanText[reason]}`,
               retryable: true
             }

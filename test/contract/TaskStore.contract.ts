@@ -266,6 +266,135 @@ export const taskStoreContract = (
       )
     )
 
+    it.scoped("a retryable failure queues the task again after its backoff; live shows when it is due", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("retry"), payload: { provider: "x" } })
+          const retry = { max_attempts: 2, backoff_initial_ms: 4_000, backoff_max_ms: 4_000 }
+          const first = yield* store.claim(receipt.task_id, { ...worker, retry })
+          if (Option.isNone(first)) return assert.fail("not claimed")
+          const error = { tag: "ProviderTimeout", message: "slow", retryable: true }
+          assert.strictEqual(yield* store.fail(receipt.task_id, first.value.lease, error), "queued")
+          const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(view.state, "queued")
+          assert.strictEqual(view.max_attempts, 2)
+          assert.isNotNull(view.not_before)
+          const waiting = yield* store.live
+          assert.deepStrictEqual(waiting.queued, [receipt.task_id])
+          assert.deepStrictEqual(waiting.ready, [])
+          assert.strictEqual(waiting.next_due_at, view.not_before)
+          assert.isTrue(Option.isNone(yield* store.claim(receipt.task_id, { ...worker, retry })))
+          yield* TestClock.adjust(Duration.seconds(4))
+          const due = yield* store.live
+          assert.deepStrictEqual(due.ready, [{ task_id: receipt.task_id, provider: "x" }])
+          assert.isNull(due.next_due_at)
+          const second = yield* store.claim(receipt.task_id, { ...worker, retry })
+          if (Option.isNone(second)) return assert.fail("not claimed again")
+          assert.strictEqual(second.value.lease.attempt, 2)
+          assert.strictEqual(yield* store.fail(receipt.task_id, second.value.lease, error), "failed")
+          const last = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(last.state, "failed")
+          assert.deepStrictEqual(
+            last.attempts.map((a) => [a.attempt, a.outcome, a.error?.tag]),
+            [
+              [1, "failed", "ProviderTimeout"],
+              [2, "failed", "ProviderTimeout"]
+            ]
+          )
+        })
+      )
+    )
+
+    it.scoped("a claim can be declined by the worker's check of the record", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("decline"), payload: { provider: "p" } })
+          const declined = yield* store.claim(receipt.task_id, { ...worker, accept: () => false })
+          assert.isTrue(Option.isNone(declined))
+          assert.strictEqual((yield* store.read(receipt.task_id, receipt.payload_sha256)).state, "queued")
+          const seen: Array<unknown> = []
+          const taken = yield* store.claim(receipt.task_id, {
+            ...worker,
+            accept: (record) => seen.push(record.payload["provider"]) > 0
+          })
+          assert.isTrue(Option.isSome(taken))
+          assert.deepStrictEqual(seen, ["p"])
+        })
+      )
+    )
+
+    it.scoped(
+      "cancel on a running task records the request; its worker learns it and ends it cancelled",
+      () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const receipt = yield* store.submit({ clientRequestId: id("cr"), payload: {} })
+            const claimed = yield* store.claim(receipt.task_id, worker)
+            if (Option.isNone(claimed)) return assert.fail("not claimed")
+            const { lease } = claimed.value
+            yield* TestClock.adjust(Duration.seconds(1))
+            const asked = yield* store.cancel(receipt.task_id, receipt.payload_sha256)
+            assert.deepStrictEqual(asked, {
+              task_id: receipt.task_id,
+              cancelled: false,
+              cancel_requested: true,
+              state: "running"
+            })
+            const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+            assert.strictEqual(view.cancel_requested_at, "1970-01-01T00:00:01.000Z")
+            assert.isTrue((yield* store.heartbeat(receipt.task_id, lease, 60_000)).cancelRequested)
+            assert.strictEqual(yield* store.stopCancelled(receipt.task_id, lease), "cancelled")
+            const done = yield* store.read(receipt.task_id, receipt.payload_sha256)
+            assert.strictEqual(done.state, "cancelled")
+            assert.strictEqual(done.attempts[0]?.outcome, "cancelled")
+            assert.deepStrictEqual((yield* store.live).running, [])
+          })
+        )
+    )
+
+    it.scoped("reap and release are fenced; a reaped attempt's late result is kept, not taken", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const retry = { max_attempts: 3, backoff_initial_ms: 0, backoff_max_ms: 0 }
+          const receipt = yield* store.submit({ clientRequestId: id("reap"), payload: {} })
+          const a = yield* store.claim(receipt.task_id, { ...worker, leaseMillis: 1_000, retry })
+          if (Option.isNone(a)) return assert.fail("not claimed")
+          const early = yield* Effect.flip(store.reap(receipt.task_id, a.value.lease, "lease_expired"))
+          assert.strictEqual(early._tag, "StaleAttempt", "a live lease is not reaped")
+          yield* TestClock.adjust(Duration.seconds(2))
+          assert.strictEqual(yield* store.reap(receipt.task_id, a.value.lease, "lease_expired"), "queued")
+          const again = yield* Effect.flip(store.reap(receipt.task_id, a.value.lease, "lease_expired"))
+          assert.strictEqual(again._tag, "StaleAttempt", "a reaped attempt is not reaped twice")
+
+          const b = yield* store.claim(receipt.task_id, { ...worker, workerId: "w2", retry })
+          if (Option.isNone(b)) return assert.fail("not claimed again")
+          const late = yield* Effect.flip(store.complete(receipt.task_id, a.value.lease, "from A"))
+          assert.strictEqual(late._tag, "StaleAttempt")
+          const during = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(during.state, "running")
+          assert.strictEqual(during.attempts[0]?.late?.result, "from A")
+          assert.strictEqual(yield* store.release(receipt.task_id, b.value.lease), "queued")
+          const released = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.deepStrictEqual(
+            released.attempts.map((x) => [x.outcome, x.error?.tag]),
+            [
+              ["failed", "worker_lost"],
+              ["failed", "shutdown"]
+            ]
+          )
+          assert.isNull(released.not_before, "a release waits for no backoff")
+          const c = yield* store.claim(receipt.task_id, { ...worker, retry })
+          if (Option.isNone(c)) return assert.fail("not claimed a third time")
+          assert.strictEqual(yield* store.complete(receipt.task_id, c.value.lease, "from C"), "complete")
+          const done = yield* store.read(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(done.result, "from C")
+          assert.strictEqual(done.attempt, 3)
+          const refused = yield* Effect.flip(store.release(receipt.task_id, c.value.lease))
+          assert.strictEqual(refused._tag, "StaleAttempt", "a finished task is never given back")
+        })
+      )
+    )
+
     it.scoped("list pages newest first, filters by state, and rejects a foreign cursor", () =>
       withStore((store) =>
         Effect.gen(function* () {
