@@ -135,6 +135,7 @@ describe("claude provider", { timeout: 120_000 }, () => {
       assert.deepStrictEqual(view.error, {
         tag: "ProviderFailed",
         message: "claude: reported an error (error_during_execution)",
+        retryable: false,
         stdout_error: text
       })
       assert.strictEqual(view.attempts[0]?.receipt?.exit_code, 0)
@@ -185,6 +186,7 @@ describe("claude provider", { timeout: 120_000 }, () => {
       assert.deepStrictEqual(view.error, {
         tag: "ProviderFailed",
         message: "claude: exited with code 3 without a result",
+        retryable: true,
         stderr_tail: `[truncated] ${stderr.slice(-300)}`
       })
       assert.strictEqual(view.attempts[0]?.receipt?.exit_code, 3)

@@ -118,7 +118,8 @@ describe("providers through the CLI", { timeout: 180_000 }, () => {
       assert.strictEqual(view.state, "failed")
       assert.deepStrictEqual(view.error, {
         tag: "ProviderTimeout",
-        message: "codex did not finish within 4000 ms; its processes were stopped"
+        message: "codex did not finish within 4000 ms; its processes were stopped",
+        retryable: true
       })
       assert.isFalse(isRunning(onlyRun(box).pid), "the CLI is gone")
     })
@@ -133,7 +134,8 @@ describe("providers through the CLI", { timeout: 180_000 }, () => {
       const view = yield* readTask(root, receipt)
       assert.deepStrictEqual(view.error, {
         tag: "OutputTooLarge",
-        message: "claude wrote more than 65536 bytes; it was stopped"
+        message: "claude wrote more than 65536 bytes; it was stopped",
+        retryable: false
       })
       assert.isFalse(isRunning(onlyRun(box).pid), "the CLI is gone")
     })

@@ -94,6 +94,7 @@ describe("codex provider", { timeout: 120_000 }, () => {
       assert.deepStrictEqual(short.error, {
         tag: "ProviderFailed",
         message: "codex: reported an error",
+        retryable: false,
         stdout_error: "stream disconnected"
       })
       const text = "x".repeat(250) + "y".repeat(250)

@@ -81,7 +81,8 @@ describe("local HTTP model providers", { timeout: 120_000 }, () => {
           assert.strictEqual(view.state, "failed")
           assert.deepStrictEqual(view.error, {
             tag: "ModelMismatch",
-            message: `${p.name} reported model "other-model:latest", not the requested "${p.model}" (as reported by the server, not verified)`
+            message: `${p.name} reported model "other-model:latest", not the requested "${p.model}" (as reported by the server, not verified)`,
+            retryable: false
           })
           const receipt = view.attempts[0]?.receipt
           assert.strictEqual(receipt?.requested_model, p.model)
