@@ -74,7 +74,12 @@ export const Attempt = Schema.Struct({
   error: Schema.NullOr(TaskError),
   /** What the provider did in this attempt (absent for the built-in echo). */
   receipt: Schema.optional(AttemptReceipt),
-  late: Schema.optional(LateOutcome)
+  late: Schema.optional(LateOutcome),
+  /**
+   * The process group of the provider's CLI, on the lease's host: what a reaper stops when the
+   * worker that started it is gone (after checking the group still serves this attempt).
+   */
+  process_group: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 export type Attempt = typeof Attempt.Type
 

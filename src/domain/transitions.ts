@@ -212,6 +212,21 @@ export const heartbeat = (
     lease: { ...current, expires_at: isoTime(now + leaseMillis) }
   }))
 
+/** Note the process group of the running attempt of `lease` (fenced like a heartbeat). */
+export const recordProcess = (
+  record: TaskRecord,
+  lease: Lease,
+  processGroup: number,
+  now: number
+): Either.Either<TaskRecord, StaleAttempt> =>
+  Either.map(fence(record, lease), () => ({
+    ...record,
+    updated_at: isoTime(now),
+    attempts: record.attempts.map((attempt) =>
+      attempt.attempt === lease.attempt ? { ...attempt, process_group: processGroup } : attempt
+    )
+  }))
+
 export type Outcome =
   | { readonly _tag: "complete"; readonly result: unknown; readonly receipt?: AttemptReceipt | undefined }
   | { readonly _tag: "failed"; readonly error: TaskError; readonly receipt?: AttemptReceipt | undefined }

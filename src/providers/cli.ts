@@ -115,7 +115,8 @@ export const makeCliLauncher = (
           stdin: payload.prompt,
           timeoutMillis: settings.taskTimeoutMillis,
           graceMillis: settings.killGraceMillis,
-          maxOutputBytes: settings.maxOutputBytes
+          maxOutputBytes: settings.maxOutputBytes,
+          onSpawn: task.onSpawn
         }).pipe(
           // A run that was stopped still started: its attempt keeps a receipt of what is known.
           Effect.catchAll((error) =>

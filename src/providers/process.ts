@@ -21,6 +21,8 @@ export interface ProcessSpec {
   readonly timeoutMillis: number
   readonly graceMillis: number
   readonly maxOutputBytes: number
+  /** Told the child's process group once it runs (the worker records it for reapers). */
+  readonly onSpawn?: ((pgid: number) => Effect.Effect<void>) | undefined
 }
 
 export interface ProcessOutcome {
@@ -102,6 +104,7 @@ export const runBounded = (
       const pgid = child.pid
       // However the attempt ends, interrupted included (a worker shutting down), the tree goes.
       yield* Effect.addFinalizer(() => stopGroup(pgid, spec.graceMillis))
+      if (spec.onSpawn !== undefined) yield* spec.onSpawn(pgid)
       const stderr = yield* Ref.make("")
       const stderrDone = yield* child.stderr.pipe(
         Stream.decodeText(),

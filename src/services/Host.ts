@@ -2,6 +2,7 @@ import { FileSystem } from "@effect/platform"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
+import { readdirSync, readFileSync } from "node:fs"
 
 /**
  * The facts about this process and machine that leases, locks and crash recovery rest on:
@@ -26,6 +27,15 @@ export class Host extends Context.Tag("relaykeep/Host")<
     readonly signalGroup: (pgid: number, signal: "SIGTERM" | "SIGKILL") => Effect.Effect<boolean>
     /** Whether any process of the group is still alive. */
     readonly groupAlive: (pgid: number) => Effect.Effect<boolean>
+    /**
+     * Whether a live member of the group has every one of `variables` in its environment: how
+     * a reaper makes sure a process group is still the one a lost worker started (a pid can be
+     * reused) before it stops it. False where there is no /proc.
+     */
+    readonly groupServes: (
+      pgid: number,
+      variables: Readonly<Record<string, string>>
+    ) => Effect.Effect<boolean>
   }
 >() {
   /** The real process table, and the kernel's boot id. */
@@ -50,7 +60,8 @@ export class Host extends Context.Tag("relaykeep/Host")<
         randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size))),
         environment: environmentSnapshot(),
         signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
-        groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0))
+        groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0)),
+        groupServes: (pgid, variables) => Effect.sync(() => groupServes(pgid, variables))
       })
     })
   )
@@ -78,7 +89,8 @@ export class Host extends Context.Tag("relaykeep/Host")<
         environment: options.environment ?? {},
         // Process groups are real even in tests: the children that tests spawn are real.
         signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
-        groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0))
+        groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0)),
+        groupServes: (pgid, variables) => Effect.sync(() => groupServes(pgid, variables))
       })
     )
 }
@@ -97,6 +109,38 @@ const signalGroup = (pgid: number, signal: "SIGTERM" | "SIGKILL" | 0): boolean =
   } catch {
     return false
   }
+}
+
+/** The process group of `pid`, from /proc/<pid>/stat (after the command name, which may hold spaces). */
+const groupOf = (pid: string): number | undefined => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return Number(fields[2])
+  } catch {
+    return undefined
+  }
+}
+
+const environmentHas = (pid: string, variables: Readonly<Record<string, string>>): boolean => {
+  try {
+    const entries = new Set(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0"))
+    return Object.entries(variables).every(([name, value]) => entries.has(`${name}=${value}`))
+  } catch {
+    return false
+  }
+}
+
+/** The live members of group `pgid`, found in /proc: does any of them carry `variables`? */
+const groupServes = (pgid: number, variables: Readonly<Record<string, string>>): boolean => {
+  if (!Number.isInteger(pgid) || pgid <= 1 || !signalGroup(pgid, 0)) return false
+  let pids: ReadonlyArray<string>
+  try {
+    pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name))
+  } catch {
+    return false
+  }
+  return pids.some((pid) => groupOf(pid) === pgid && environmentHas(pid, variables))
 }
 
 const processExists = (pid: number): boolean => {

@@ -25,6 +25,11 @@ export interface ProviderTask {
   readonly taskId: TaskId
   readonly attempt: number
   readonly payload: JsonObject
+  /**
+   * Called with the process group of a provider that starts processes, once they run: the
+   * worker records it so that a reaper can stop them if the worker dies.
+   */
+  readonly onSpawn?: ((pgid: number) => Effect.Effect<void>) | undefined
 }
 
 /** What a provider hands back: the task's result (a JSON value) and what the attempt did. */

@@ -147,6 +147,12 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       lease: Lease,
       leaseMillis: number
     ) => Effect.Effect<Heartbeat, OutcomeError>
+    /** Note the process group the running attempt's provider started (fenced by the lease). */
+    readonly recordProcess: (
+      taskId: TaskId,
+      lease: Lease,
+      processGroup: number
+    ) => Effect.Effect<void, OutcomeError>
     /** Record the result of a running attempt, and what the provider did. Fenced by the lease. */
     readonly complete: (
       taskId: TaskId,

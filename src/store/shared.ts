@@ -147,6 +147,14 @@ export const transitionOperations = <Fail>(host: Host["Type"], apply: ApplyStep<
       )
     )
   ),
+  recordProcess: Effect.fn("TaskStore.recordProcess")((taskId: TaskId, lease: Lease, processGroup: number) =>
+    apply(taskId, (record, now) =>
+      Either.map(
+        Transitions.recordProcess(record, lease, processGroup, now),
+        (next) => [next, undefined] as const
+      )
+    )
+  ),
   complete: Effect.fn("TaskStore.complete")(
     (taskId: TaskId, lease: Lease, result: unknown, receipt?: AttemptReceipt) =>
       settle(apply, taskId, lease, { _tag: "complete", result, receipt })

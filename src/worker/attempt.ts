@@ -99,20 +99,32 @@ export const runAttempt = (
     const taskId = record.task_id
     const startedAt = yield* Clock.currentTimeMillis
 
-    const running = yield* provider.run({ taskId, attempt: lease.attempt, payload: record.payload }).pipe(
-      // A bug in a provider fails its task; it must not leave the task running and stop the worker.
-      Effect.catchAllDefect((defect) =>
-        Effect.fail(
-          new ProviderFailed({
-            provider: "worker",
-            reason: `provider crashed: ${String(defect)}`,
-            retryable: false
-          })
+    // The provider's process group goes into the record, so that a reaper can stop it if this
+    // worker dies; losing that note costs only that, so a failure to write it is logged.
+    const onSpawn = (pgid: number) =>
+      store
+        .recordProcess(taskId, lease, pgid)
+        .pipe(
+          Effect.catchAll((error) =>
+            Effect.logWarning(`process group of task ${taskId} not recorded: ${error.message}`)
+          )
         )
-      ),
-      Effect.either,
-      Effect.fork
-    )
+    const running = yield* provider
+      .run({ taskId, attempt: lease.attempt, payload: record.payload, onSpawn })
+      .pipe(
+        // A bug in a provider fails its task; it must not leave the task running and stop the worker.
+        Effect.catchAllDefect((defect) =>
+          Effect.fail(
+            new ProviderFailed({
+              provider: "worker",
+              reason: `provider crashed: ${String(defect)}`,
+              retryable: false
+            })
+          )
+        ),
+        Effect.either,
+        Effect.fork
+      )
 
     // Heartbeats every third of the lease. A storage hiccup skips one beat (two thirds remain);
     // a StaleAttempt means the task is someone else's now.

@@ -8,6 +8,8 @@ import { Clock, Effect, Either, Schema } from "effect"
 import type { StorageError } from "../domain/errors.js"
 import { TaskId } from "../domain/ids.js"
 import { InvalidRecordReport } from "../domain/Task.js"
+import type { TaskRecord } from "../domain/Task.js"
+import { stopGroup } from "../providers/process.js"
 import { leaseStatus } from "../domain/transitions.js"
 import { Host } from "../services/Host.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -20,7 +22,9 @@ export const ReapedTask = Schema.Struct({
   worker_id: Schema.String,
   expires_at: Schema.String,
   /** Where the task went: back to the queue, or failed/cancelled for good. */
-  now: Schema.Literal("queued", "failed", "cancelled")
+  now: Schema.Literal("queued", "failed", "cancelled"),
+  /** The lost attempt's provider processes, still running on this host, that were stopped. */
+  stopped_process_group: Schema.optional(Schema.Int)
 })
 export type ReapedTask = typeof ReapedTask.Type
 
@@ -33,6 +37,29 @@ export const ReapReport = Schema.Struct({
   invalid_records: Schema.Array(InvalidRecordReport)
 })
 export type ReapReport = typeof ReapReport.Type
+
+/** How long a lost attempt's processes get between SIGTERM and SIGKILL. */
+const LostProcessGraceMillis = 2_000
+
+/**
+ * Stop the processes a lost attempt started on this host, if they still run: the group noted in
+ * the attempt, and only while a member of it still carries this task's id and attempt in its
+ * environment (a pid can be reused by an unrelated process). Returns the group when it was stopped.
+ */
+const stopLostProcesses = (taskId: TaskId, attempt: number, record: TaskRecord) =>
+  Effect.gen(function* () {
+    const host = yield* Host
+    const pgid = record.attempts.find((entry) => entry.attempt === attempt)?.process_group
+    if (pgid === undefined) return undefined
+    const ours = yield* host.groupServes(pgid, {
+      RELAYKEEP_TASK_ID: taskId,
+      RELAYKEEP_ATTEMPT: String(attempt)
+    })
+    if (!ours) return undefined
+    yield* stopGroup(pgid, LostProcessGraceMillis)
+    yield* Effect.logInfo(`stopped process group ${pgid} of the lost attempt ${attempt} of task ${taskId}`)
+    return pgid
+  })
 
 /** Reap the orphans among the running tasks of `snapshot`. */
 export const reapSnapshot = (
@@ -57,13 +84,19 @@ export const reapSnapshot = (
       }
       const outcome = yield* Effect.either(store.reap(record.task_id, lease, status.reason))
       if (Either.isRight(outcome)) {
+        // Only once the reap stands: a lease renewed meanwhile keeps its processes.
+        const stopped =
+          lease.host === host.hostname
+            ? yield* stopLostProcesses(record.task_id, lease.attempt, record)
+            : undefined
         reaped.push({
           task_id: record.task_id,
           reason: status.reason,
           attempt: lease.attempt,
           worker_id: lease.worker_id,
           expires_at: lease.expires_at,
-          now: outcome.right
+          now: outcome.right,
+          ...(stopped === undefined ? {} : { stopped_process_group: stopped })
         })
         yield* Effect.logInfo(
           `reaped task ${record.task_id} attempt ${lease.attempt} (${status.reason}): now ${outcome.right}`
