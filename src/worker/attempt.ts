@@ -216,7 +216,8 @@ export const runAttempt = (
         }
       })
     }
-    const end = yield* write()
+    // Once the provider is stopped, the outcome is written whole even if a shutdown comes now.
+    const end = yield* Effect.uninterruptible(write())
     return {
       task_id: taskId,
       attempt: lease.attempt,
