@@ -74,7 +74,10 @@ export const runWatch = (
       const output = yield* WorkerOutput
       yield* shutdown.handle
 
+      // Two reasons to look again: the queue may have new work (a wake-up from the store), or a
+      // slot was freed (an attempt ended). Each holds at most one pending signal.
       const wake = yield* Queue.sliding<void>(1)
+      const freed = yield* Queue.sliding<void>(1)
       yield* store.wakeups.pipe(
         Stream.runForEach(() => Queue.offer(wake, undefined)),
         Effect.forkScoped
@@ -189,7 +192,7 @@ export const runWatch = (
                     next.delete(taskId)
                     return next
                   }),
-                  Queue.offer(wake, undefined)
+                  Queue.offer(freed, undefined)
                 )
               )
             )
@@ -231,7 +234,12 @@ export const runWatch = (
       const loop = Effect.gen(function* () {
         while (true) {
           const sleep = yield* look
-          yield* Queue.take(wake).pipe(Effect.timeoutOption(sleep))
+          // At full capacity new work cannot be taken, so only a freed slot (or the poll, which
+          // also reaps) is worth a look: other workers' claims do not make everyone rescan.
+          const full = (yield* Ref.get(running)).size >= options.concurrency
+          yield* (full ? Queue.take(freed) : Effect.race(Queue.take(wake), Queue.take(freed))).pipe(
+            Effect.timeoutOption(sleep)
+          )
         }
       }).pipe(Effect.catchAll((error) => Effect.zipRight(storageFailed(error), Effect.never)))
 
