@@ -64,8 +64,19 @@ const grace = duration("grace", `${DefaultGraceMillis / 1000}s`).pipe(
 const poll = duration("poll", `${DefaultPollMillis / 1000}s`).pipe(
   Options.withDescription("With --watch: look at the queue at least this often (default 5s)")
 )
-const logFormat = Options.choice("log-format", ["auto", "text", "json"]).pipe(
-  Options.withDefault("auto" as const),
+const LogFormats = ["auto", "text", "json"] as const
+const logFormat = Options.text("log-format").pipe(
+  Options.withDefault("auto"),
+  Options.mapEffect((text) => {
+    const format = LogFormats.find((known) => known === text)
+    return format === undefined
+      ? Effect.fail(
+          ValidationError.invalidValue(
+            HelpDoc.p(`--log-format: must be one of ${LogFormats.join(", ")}, not ${JSON.stringify(text)}`)
+          )
+        )
+      : Effect.succeed(format)
+  }),
   Options.withDescription(
     "With --watch: events on stderr as text (a live status line on a terminal) or one JSON object each"
   )
@@ -132,11 +143,12 @@ export const worker = Command.make(
         backoff_initial_ms: args.retryBackoff,
         backoff_max_ms: args.retryBackoffMax
       }
-      if (!args.watch)
-        return yield* printJson(yield* runPass({ workerId: id, leaseMillis: args.lease, retry }))
+      // Checked even without --watch (where the caps do not apply): a bad flag is never ignored.
       const caps = Option.isSome(args.maxPerProvider)
         ? yield* parseProviderCaps(args.maxPerProvider.value)
         : new Map<string, number>()
+      if (!args.watch)
+        return yield* printJson(yield* runPass({ workerId: id, leaseMillis: args.lease, retry }))
       const summary = yield* runWatch({
         workerId: id,
         leaseMillis: args.lease,
@@ -146,7 +158,10 @@ export const worker = Command.make(
         pollMillis: args.poll,
         graceMillis: args.grace,
         cancelPollMillis: DefaultCancelPollMillis
-      }).pipe(Effect.provide(WorkerOutput.layerStderr(args.logFormat)))
+      }).pipe(
+        Effect.provide(WorkerOutput.layerStderr(args.logFormat)),
+        args.logFormat === "json" ? WorkerOutput.jsonLogs : (effect) => effect
+      )
       yield* printJson(summary)
     })
 ).pipe(

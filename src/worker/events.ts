@@ -3,7 +3,7 @@
  * (`--log-format json`, for log shippers), one readable line per event (`text`), or on a
  * terminal the same lines under a live status line (running, queued, finished, failed).
  */
-import { Clock, Context, Effect, Layer, Ref } from "effect"
+import { Clock, Context, Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptEnd } from "./attempt.js"
 
@@ -48,6 +48,8 @@ export type WorkerEvent =
       readonly grace_ms: number
     }
   | { readonly event: "storage_error"; readonly message: string }
+  /** A warning or error logged while the worker ran, in the same stream as the events. */
+  | { readonly event: "log"; readonly level: string; readonly message: string }
   | {
       readonly event: "stopped"
       readonly reason: string
@@ -89,6 +91,8 @@ export const describeEvent = (event: WorkerEvent): string => {
       return `stopping (${event.reason}): ${event.running} running, up to ${event.grace_ms} ms to finish`
     case "storage_error":
       return `storage error, no more claims: ${event.message}`
+    case "log":
+      return `${event.level.toLowerCase()}: ${event.message}`
     case "stopped":
       return `stopped (${event.reason}): ${event.finished} finished, ${event.failed} failed, ${event.released} released`
   }
@@ -136,6 +140,27 @@ export class WorkerOutput extends Context.Tag("relaykeep/WorkerOutput")<
 
   static readonly layer = (format: LogFormat, write: (text: string) => Effect.Effect<void>) =>
     Layer.effect(WorkerOutput, WorkerOutput.make(format, write))
+
+  /**
+   * With `--log-format json` every line on stderr is one JSON object: what the program logs
+   * (warnings of a heartbeat or an outcome not written) goes out as `log` events too.
+   */
+  static readonly jsonLogs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.locally(
+      effect,
+      FiberRef.currentLoggers,
+      HashSet.make(
+        Logger.make(({ date, logLevel, message }) => {
+          const parts: ReadonlyArray<unknown> = Array.isArray(message) ? message : [message]
+          const event: WorkerEvent = {
+            event: "log",
+            level: logLevel.label,
+            message: parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part))).join(" ")
+          }
+          process.stderr.write(`${JSON.stringify({ time: date.toISOString(), ...event })}\n`)
+        })
+      )
+    )
 
   /** stderr, as JSON when asked, with the status line when stderr is a terminal. */
   static readonly layerStderr = (format: "auto" | "json" | "text") =>

@@ -57,7 +57,7 @@ const stopLostProcesses = (taskId: TaskId, attempt: number, record: TaskRecord) 
     })
     if (!ours) return undefined
     yield* stopGroup(pgid, LostProcessGraceMillis)
-    yield* Effect.logInfo(`stopped process group ${pgid} of the lost attempt ${attempt} of task ${taskId}`)
+    yield* Effect.logDebug(`stopped process group ${pgid} of the lost attempt ${attempt} of task ${taskId}`)
     return pgid
   })
 
@@ -98,7 +98,7 @@ export const reapSnapshot = (
           now: outcome.right,
           ...(stopped === undefined ? {} : { stopped_process_group: stopped })
         })
-        yield* Effect.logInfo(
+        yield* Effect.logDebug(
           `reaped task ${record.task_id} attempt ${lease.attempt} (${status.reason}): now ${outcome.right}`
         )
         continue

@@ -18,10 +18,13 @@ const receiptKeys = ["created_at", "payload_sha256", "task_id"]
 const viewKeys = [
   "attempt",
   "attempts",
+  "cancel_requested_at",
   "client_request_id",
   "created_at",
   "error",
   "finished_at",
+  "max_attempts",
+  "not_before",
   "payload_sha256",
   "result",
   "started_at",
@@ -50,7 +53,7 @@ const taskTools: Record<string, Expected> = {
     idempotent: true,
     properties: ["payload_sha256", "task_id"],
     required: ["payload_sha256", "task_id"],
-    outputRequired: ["cancelled", "state", "task_id"]
+    outputRequired: ["cancel_requested", "cancelled", "state", "task_id"]
   },
   list: {
     readOnly: true,
