@@ -104,7 +104,8 @@ export const runBounded = (
       const pgid = child.pid
       // However the attempt ends, interrupted included (a worker shutting down), the tree goes.
       yield* Effect.addFinalizer(() => stopGroup(pgid, spec.graceMillis))
-      if (spec.onSpawn !== undefined) yield* spec.onSpawn(pgid)
+      // Told in the background: the output must be read from the start, whatever that costs.
+      if (spec.onSpawn !== undefined) yield* Effect.forkDaemon(spec.onSpawn(pgid))
       const stderr = yield* Ref.make("")
       const stderrDone = yield* child.stderr.pipe(
         Stream.decodeText(),

@@ -102,13 +102,11 @@ export const runAttempt = (
     // The provider's process group goes into the record, so that a reaper can stop it if this
     // worker dies; losing that note costs only that, so a failure to write it is logged.
     const onSpawn = (pgid: number) =>
-      store
-        .recordProcess(taskId, lease, pgid)
-        .pipe(
-          Effect.catchAll((error) =>
-            Effect.logWarning(`process group of task ${taskId} not recorded: ${error.message}`)
-          )
+      Effect.uninterruptible(store.recordProcess(taskId, lease, pgid)).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning(`process group of task ${taskId} not recorded: ${error.message}`)
         )
+      )
     const running = yield* provider
       .run({ taskId, attempt: lease.attempt, payload: record.payload, onSpawn })
       .pipe(
