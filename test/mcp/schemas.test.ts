@@ -51,6 +51,9 @@ describe("advertised JSON Schemas", () => {
       started_at: at,
       finished_at: at,
       attempt: 1,
+      max_attempts: 1,
+      not_before: null,
+      cancel_requested_at: null,
       attempts: [
         {
           attempt: 1,

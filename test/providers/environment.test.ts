@@ -14,6 +14,9 @@ import {
   settings
 } from "../support/fakeCli.js"
 
+/** What the launcher adds: the task and attempt the child serves (runProvider's task 0…0, attempt 1). */
+const taskIdentity = { RELAYKEEP_TASK_ID: "0".repeat(64), RELAYKEEP_ATTEMPT: "1" }
+
 describe("the environment of a CLI", { timeout: 120_000 }, () => {
   for (const [cli, executable] of [
     ["claude", { claudeExecutable: fakeClaude }],
@@ -40,7 +43,11 @@ describe("the environment of a CLI", { timeout: 120_000 }, () => {
         assert.notProperty(seen, "ANTHROPIC_API_KEY")
         assert.notProperty(seen, "OPENAI_API_KEY")
         const { ANTHROPIC_API_KEY: _a, OPENAI_API_KEY: _o, ...expected } = environment
-        assert.deepStrictEqual(seen, expected, "exactly the worker's environment minus the stripped names")
+        assert.deepStrictEqual(
+          seen,
+          { ...expected, ...taskIdentity },
+          "exactly the worker's environment minus the stripped names, plus the task's identity"
+        )
       })
     )
   }
@@ -53,7 +60,7 @@ describe("the environment of a CLI", { timeout: 120_000 }, () => {
       yield* runProvider({ provider: "claude", model: "sonnet", prompt: "hi" }).pipe(
         Effect.provide(providerLayer(config, environment))
       )
-      assert.deepStrictEqual(onlyRun(box).env, environment)
+      assert.deepStrictEqual(onlyRun(box).env, { ...environment, ...taskIdentity })
     })
   )
 })
