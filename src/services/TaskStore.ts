@@ -1,6 +1,6 @@
 import type { FileSystem, Path } from "@effect/platform"
-import { Context, Layer } from "effect"
-import type { Effect, Option, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
+import type { Option, Stream } from "effect"
 import type {
   ConflictError,
   HashMismatch,
@@ -17,6 +17,8 @@ import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
 import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
 import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
 import { makeMemoryTaskStore } from "../store/memory/MemoryTaskStore.js"
+import type { PgStoreOptions } from "../store/pg/target.js"
+import { pgTarget } from "../store/pg/target.js"
 import type { Host } from "./Host.js"
 import { Lock } from "./Lock.js"
 import type {
@@ -193,9 +195,14 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     ) => Effect.Effect<"queued" | "failed" | "cancelled", OutcomeError>
     /**
      * Signals that the queue may have new work (a submission, a requeue): a file-system watch
-     * for the file store. Best effort: a worker still polls.
+     * for the file store, LISTEN/NOTIFY for PostgreSQL. Best effort: a worker still polls.
      */
     readonly wakeups: Stream.Stream<void>
+    /**
+     * The ids of tasks as they change (any write), so that a waiting `read` wakes at once.
+     * Best effort, like `wakeups`: a waiting reader still polls.
+     */
+    readonly changes: Stream.Stream<TaskId>
     /** A page of task summaries, newest first. */
     readonly list: (request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>
     /** Read every record and report every damaged one. Costs O(all tasks). */
@@ -208,6 +215,27 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
   ): Layer.Layer<TaskStore, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
     Layer.effect(TaskStore, makeFileTaskStore(options)).pipe(
       Layer.provide(Lock.layer(`${options.root.replace(/\/+$/, "")}/locks`))
+    )
+
+  /**
+   * PostgreSQL: one queue (`options.queue`) in one schema of a database that many clients and
+   * workers share. Connects and migrates on the first operation; fails at once, changing
+   * nothing, when the options do not validate. Its driver is loaded only when it is used, so
+   * the default file store starts as fast as before.
+   */
+  static readonly layerPg = (options: PgStoreOptions): Layer.Layer<TaskStore, InvalidInput, Host> =>
+    Layer.scoped(
+      TaskStore,
+      Effect.gen(function* () {
+        const target = yield* pgTarget(options)
+        const { makePgTaskStore } = yield* Effect.promise(() => import("../store/pg/PgTaskStore.js"))
+        return yield* makePgTaskStore({
+          target,
+          maxConnections: options.maxConnections,
+          connectTimeoutMillis: options.connectTimeoutMillis,
+          maxPayloadBytes: options.maxPayloadBytes
+        })
+      })
     )
 
   /** A store that lives as long as the layer: tests, and library users who want no disk. */

@@ -1,5 +1,5 @@
 /** Pieces every TaskStore implementation shares: paging, counting, the lease identity. */
-import { Effect, Either, Option, Random } from "effect"
+import { Effect, Either, Option, Random, Ref } from "effect"
 import { decodeCursor, encodeCursor } from "../domain/submission.js"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
@@ -73,12 +73,37 @@ export const claimantFor = (host: Host["Type"], workerId: string): Effect.Effect
 /**
  * How a store applies one step to one record atomically: read it, run `step`, write the new
  * record when the step returns one, and answer. The memory store does this in one `Ref.modify`;
- * the file store under the task's lock with a durable write.
+ * the file store under the task's lock with a durable write; PostgreSQL in a transaction that
+ * holds the row.
+ *
+ * `onBusy`, when given, is the answer for a record another writer holds right now: a store
+ * that can tell (PostgreSQL's SKIP LOCKED) answers it rather than wait. Claims use it, so
+ * racing workers pass over each other's tasks instead of queueing behind them.
  */
 export type ApplyStep<Fail> = <A, E>(
   taskId: TaskId,
-  step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
+  step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>,
+  onBusy?: () => A
 ) => Effect.Effect<A, E | Fail>
+
+/**
+ * `open`, run by the first operation that needs it and remembered once it succeeds. A failure
+ * is not remembered, so a later operation tries again (a store opens lazily: a command that
+ * rejects its input before touching the store creates nothing, connects to nothing).
+ */
+export const onceSuccessful = <A, E, R>(
+  open: Effect.Effect<A, E, R>
+): Effect.Effect<Effect.Effect<A, E, R>> =>
+  Effect.map(Effect.all([Ref.make(Option.none<A>()), Effect.makeSemaphore(1)]), ([opened, gate]) => {
+    const first = Effect.flatMap(Ref.get(opened), (done) =>
+      Option.isSome(done)
+        ? Effect.succeed(done.value)
+        : Effect.tap(open, (value) => Ref.set(opened, Option.some(value)))
+    )
+    return Effect.flatMap(Ref.get(opened), (done) =>
+      Option.isSome(done) ? Effect.succeed(done.value) : gate.withPermits(1)(first)
+    )
+  })
 
 /** The random draw of a backoff's jitter, in [0, 1). */
 const settlement = Effect.map(Random.next, (jitter) => (now: number) => ({ now, jitter }))
@@ -124,16 +149,21 @@ export const transitionOperations = <Fail>(host: Host["Type"], apply: ApplyStep<
   ),
   claim: Effect.fn("TaskStore.claim")(function* (taskId: TaskId, request: ClaimRequest) {
     const claimant = yield* claimantFor(host, request.workerId)
-    return yield* apply(taskId, (record, now) => {
-      const next =
-        request.accept === undefined || request.accept(record)
-          ? Transitions.claim(record, claimant, now, request.leaseMillis, request.retry)
-          : undefined
-      const claimed: Option.Option<ClaimedTask> = next?.lease
-        ? Option.some({ record: next, lease: next.lease })
-        : Option.none()
-      return Either.right([next, claimed] as const)
-    })
+    return yield* apply(
+      taskId,
+      (record, now) => {
+        const next =
+          request.accept === undefined || request.accept(record)
+            ? Transitions.claim(record, claimant, now, request.leaseMillis, request.retry)
+            : undefined
+        const claimed: Option.Option<ClaimedTask> = next?.lease
+          ? Option.some({ record: next, lease: next.lease })
+          : Option.none()
+        return Either.right([next, claimed] as const)
+      },
+      // Held by another writer: most likely another worker claiming it. Pass it over.
+      (): Option.Option<ClaimedTask> => Option.none()
+    )
   }),
   heartbeat: Effect.fn("TaskStore.heartbeat")((taskId: TaskId, lease: Lease, leaseMillis: number) =>
     apply(taskId, (record, now) =>

@@ -1,5 +1,5 @@
 /** The tools of `relaykeep-tasks`: the queue's submit, read (with waiting), cancel and list. */
-import { Clock, Duration, Effect, Schema } from "effect"
+import { Clock, Duration, Effect, Queue, Schema, Stream } from "effect"
 import { ClientRequestId, PayloadSha256, TaskId } from "../../domain/ids.js"
 import {
   CancelOutcome,
@@ -20,7 +20,8 @@ const ReceiptArgs = {
 }
 
 export const MaxWaitSeconds = 60
-const PollMillis = 250
+/** How often a waiting read looks again when no change signal came. */
+const PollMillis = 1000
 
 export const submitTool = defineTool({
   name: "submit",
@@ -55,19 +56,33 @@ export const readTool = defineTool({
   output: TaskView,
   tier: "read_only",
   handler: (input, context) =>
-    Effect.gen(function* () {
-      const store = yield* TaskStore
-      const waitMillis = (input.wait_seconds ?? 0) * 1000
-      const started = yield* Clock.currentTimeMillis
-      for (;;) {
-        const view = yield* store.read(input.task_id, input.payload_sha256)
-        const elapsed = (yield* Clock.currentTimeMillis) - started
-        if (isTerminal(view.state) || elapsed >= waitMillis) return view
-        // Progress must grow with every notification: seconds waited, unrounded.
-        yield* context.progress(elapsed / 1000, waitMillis / 1000, `task is ${view.state}`)
-        yield* Effect.sleep(Duration.millis(Math.min(PollMillis, waitMillis - elapsed)))
-      }
-    })
+    Effect.scoped(
+      Effect.gen(function* () {
+        const store = yield* TaskStore
+        const waitMillis = (input.wait_seconds ?? 0) * 1000
+        // A change of this task (a file watch, a NOTIFY) wakes the wait at once; the poll is
+        // the fallback for a signal that never comes.
+        const changed = yield* Queue.sliding<void>(1)
+        if (waitMillis > 0)
+          yield* store.changes.pipe(
+            Stream.filter((taskId) => taskId === input.task_id),
+            Stream.runForEach(() => Queue.offer(changed, undefined)),
+            Effect.forkScoped
+          )
+        const started = yield* Clock.currentTimeMillis
+        for (;;) {
+          const view = yield* store.read(input.task_id, input.payload_sha256)
+          const elapsed = (yield* Clock.currentTimeMillis) - started
+          if (isTerminal(view.state) || elapsed >= waitMillis) return view
+          // Progress must grow with every notification: seconds waited, unrounded.
+          yield* context.progress(elapsed / 1000, waitMillis / 1000, `task is ${view.state}`)
+          yield* Queue.take(changed).pipe(
+            Effect.timeout(Duration.millis(Math.min(PollMillis, waitMillis - elapsed))),
+            Effect.ignore
+          )
+        }
+      })
+    )
 })
 
 export const cancelTool = defineTool({

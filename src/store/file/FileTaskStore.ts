@@ -6,7 +6,7 @@
  * enters a live state and removed only after it has left one.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Clock, Effect, Either, Option, Ref, Stream } from "effect"
+import { Clock, Effect, Either, Option, Stream } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
@@ -17,7 +17,7 @@ import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { emptyStateCounts, pageOf, readiness, transitionOperations } from "../shared.js"
+import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
 import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
 import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
@@ -40,28 +40,16 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const deps = { fs, path, host, lock, layout }
 
     /**
-     * The root is opened on the first operation, not when the layer is built: a command that
-     * rejects its input before touching the store creates nothing. Opening creates the layout,
-     * reconciles after a reboot, sweeps dead writers' temp files and loads the secret; a
-     * failure is not remembered, so a later operation tries again.
+     * The root is opened on the first operation, not when the layer is built. Opening creates
+     * the layout, reconciles after a reboot, sweeps dead writers' temp files and loads the secret.
      */
-    const opened = yield* Ref.make(Option.none<Uint8Array>())
-    const gate = yield* Effect.makeSemaphore(1)
-    const openRoot: Effect.Effect<Uint8Array, StorageError> = Effect.flatMap(Ref.get(opened), (done) =>
-      Option.isSome(done)
-        ? Effect.succeed(done.value)
-        : gate.withPermits(1)(
-            Effect.gen(function* () {
-              const again = yield* Ref.get(opened)
-              if (Option.isSome(again)) return again.value
-              yield* ensureLayout(deps)
-              yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
-              yield* sweepTempFiles(deps)
-              const secret = yield* loadSecret(deps)
-              yield* Ref.set(opened, Option.some(secret))
-              return secret
-            })
-          )
+    const openRoot: Effect.Effect<Uint8Array, StorageError> = yield* onceSuccessful(
+      Effect.gen(function* () {
+        yield* ensureLayout(deps)
+        yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
+        yield* sweepTempFiles(deps)
+        return yield* loadSecret(deps)
+      })
     )
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
@@ -228,6 +216,14 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       return { records, invalid }
     })
 
+    /** Changes in a directory of the root; a watch that cannot start (or fails later) just ends. */
+    const watchDirectory = (directory: string) =>
+      Stream.unwrap(
+        Effect.map(Effect.either(openRoot), (opened) =>
+          Either.isLeft(opened) ? Stream.empty : fs.watch(directory).pipe(Stream.catchAll(() => Stream.empty))
+        )
+      )
+
     const store: TaskStoreShape = {
       ...transitionOperations(host, transition),
       submit: Effect.fn("TaskStore.submit")(function* (request) {
@@ -259,15 +255,10 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       live,
       // A marker appears in index/queued for each submission and requeue. A watch that cannot
       // start (or fails later) ends the stream quietly: the worker's poll still finds the work.
-      wakeups: Stream.unwrap(
-        Effect.map(Effect.either(openRoot), (opened) =>
-          Either.isLeft(opened)
-            ? Stream.empty
-            : fs.watch(layout.queued).pipe(
-                Stream.map(() => undefined),
-                Stream.catchAll(() => Stream.empty)
-              )
-        )
+      wakeups: Stream.map(watchDirectory(layout.queued), () => undefined),
+      // Every write of a record renames a complete file to tasks/<id>.json.
+      changes: Stream.filterMap(watchDirectory(layout.tasks), (event) =>
+        Option.fromNullable(taskIdOfRecordFile(path.basename(event.path)))
       ),
       list: Effect.fn("TaskStore.list")(function* (request) {
         if (request.state !== undefined && !isTerminal(request.state)) {

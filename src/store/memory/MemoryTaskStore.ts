@@ -25,7 +25,9 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
     const records = yield* Ref.make(new Map<TaskId, TaskRecord>())
     const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
     /** Published on every write that may leave a task queued (a submission, a requeue). */
-    const changes = yield* PubSub.sliding<void>(1)
+    const wakeups = yield* PubSub.sliding<void>(1)
+    /** The id of every task written. */
+    const changes = yield* PubSub.sliding<TaskId>(64)
 
     const find = (taskId: TaskId) =>
       Effect.flatMap(Ref.get(records), (map) => {
@@ -50,9 +52,10 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
       ).pipe(
         Effect.tap(() =>
           Effect.flatMap(Ref.get(records), (map) =>
-            map.get(taskId)?.state === "queued" ? PubSub.publish(changes, undefined) : Effect.void
+            map.get(taskId)?.state === "queued" ? PubSub.publish(wakeups, undefined) : Effect.void
           )
         ),
+        Effect.tap(() => PubSub.publish(changes, taskId)),
         Effect.flatMap((either) => either)
       )
 
@@ -74,7 +77,8 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           })
           return [Either.right(toReceipt(record)), new Map(map).set(taskId, record)] as const
         }).pipe(
-          Effect.tap(() => PubSub.publish(changes, undefined)),
+          Effect.tap(() => PubSub.publish(wakeups, undefined)),
+          Effect.tap(() => PubSub.publish(changes, taskId)),
           Effect.flatMap((either) => either)
         )
       }),
@@ -92,7 +96,8 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           invalid: []
         }
       }),
-      wakeups: Stream.fromPubSub(changes),
+      wakeups: Stream.fromPubSub(wakeups),
+      changes: Stream.fromPubSub(changes),
       list: Effect.fn("TaskStore.list")(function* (request) {
         const map = yield* Ref.get(records)
         return yield* pageOf(map.values(), request)

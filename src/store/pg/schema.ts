@@ -1,0 +1,89 @@
+/**
+ * The PostgreSQL schema, created and upgraded by versioned migrations (@effect/sql's Migrator)
+ * inside one named schema, so that several installations can share a database.
+ *
+ * Every migration runs in one transaction under an advisory lock on the schema's name: many
+ * processes starting at once against an empty database create it exactly once.
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+
+/**
+ * The tables, one migration per version. Each record is the same JSON document the file store
+ * writes, kept as text so that it is stored exactly (jsonb would refuse a `\u0000` in a
+ * payload and renumber nothing, but text is what the hash was taken over). The columns beside
+ * it are copies for indexing; the record is the truth, and a row whose columns disagree with
+ * its record is reported as damaged.
+ */
+const migrations = (schema: string) => ({
+  "1_queues_and_tasks": Effect.flatMap(SqlClient, (sql) =>
+    Effect.all(
+      [
+        sql`CREATE TABLE ${sql(`${schema}.queues`)} (
+          name text COLLATE "C" PRIMARY KEY,
+          secret text NOT NULL,
+          created_at timestamptz NOT NULL DEFAULT now()
+        )`,
+        sql`CREATE TABLE ${sql(`${schema}.tasks`)} (
+          queue text COLLATE "C" NOT NULL REFERENCES ${sql(`${schema}.queues`)} (name),
+          task_id text COLLATE "C" NOT NULL,
+          state text COLLATE "C" NOT NULL,
+          created_at text COLLATE "C" NOT NULL,
+          not_before text COLLATE "C",
+          record text NOT NULL,
+          PRIMARY KEY (queue, task_id)
+        )`,
+        // The live part of a queue, oldest first: what every worker pass reads.
+        sql`CREATE INDEX tasks_live ON ${sql(`${schema}.tasks`)} (queue, state, created_at, task_id)
+          WHERE state IN ('queued', 'running')`,
+        // Listing newest first, by state or not.
+        sql`CREATE INDEX tasks_newest ON ${sql(`${schema}.tasks`)} (queue, created_at DESC, task_id DESC)`
+      ],
+      { discard: true }
+    )
+  )
+})
+
+/** The table where the Migrator records which versions ran. */
+const MigrationsTable = "migrations"
+
+/** The newest schema version this build knows. */
+export const SchemaVersion = Object.keys(migrations("x")).length
+
+/**
+ * Create the schema and bring it to the newest version. Safe to run from many processes at
+ * once: the advisory lock serialises them, and the later ones find nothing left to do.
+ */
+export const migrate = (
+  schema: string
+): Effect.Effect<ReadonlyArray<readonly [number, string]>, SqlError | Migrator.MigrationError, SqlClient> =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql.withTransaction(
+      Effect.gen(function* () {
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`relaykeep migrate ${schema}`}))`
+        yield* sql`CREATE SCHEMA IF NOT EXISTS ${sql(schema)}`
+        // Created here rather than by the Migrator: its own probe for the table fails the
+        // statement when the table is missing, which would abort this transaction.
+        yield* sql`CREATE TABLE IF NOT EXISTS ${sql(`${schema}.${MigrationsTable}`)} (
+          migration_id integer PRIMARY KEY,
+          created_at timestamptz NOT NULL DEFAULT now(),
+          name text NOT NULL
+        )`
+        const newest = yield* sql<{ readonly newest: number | null }>`
+          SELECT max(migration_id) AS newest FROM ${sql(`${schema}.${MigrationsTable}`)}`
+        const found = newest[0]?.newest ?? 0
+        if (found > SchemaVersion) {
+          return yield* new Migrator.MigrationError({
+            reason: "failed",
+            message: `schema ${schema} is at version ${found}, newer than this relaykeep knows (${SchemaVersion}); upgrade relaykeep`
+          })
+        }
+        return yield* Migrator.make({})({
+          loader: Migrator.fromRecord(migrations(schema)),
+          table: `${schema}.${MigrationsTable}`
+        })
+      })
+    )
+  )

@@ -1,0 +1,31 @@
+/** Stored records, in any store: one JSON document each, decoded with Schema and checked for self-consistency. */
+import { Either, ParseResult, Schema } from "effect"
+import { InvalidRecord } from "../domain/errors.js"
+import type { TaskId } from "../domain/ids.js"
+import { TaskRecord } from "../domain/Task.js"
+import { recordDefect } from "../domain/transitions.js"
+
+const decodeJson = Schema.decodeUnknownEither(Schema.parseJson())
+const decodeRecord = Schema.decodeUnknownEither(TaskRecord, { errors: "first" })
+
+/**
+ * Decode the JSON text of the record stored under `storedUnder`, or say why it is damaged.
+ * `where` names the place in the store (a file, a row) in the error.
+ */
+export const decodeRecordText = (
+  where: string,
+  text: string,
+  storedUnder: TaskId
+): Either.Either<TaskRecord, InvalidRecord> => {
+  const damaged = (reason: string) => Either.left(new InvalidRecord({ file: where, reason }))
+  const json = decodeJson(text)
+  if (Either.isLeft(json)) return damaged("not valid JSON")
+  const record = decodeRecord(json.right)
+  if (Either.isLeft(record)) {
+    const [issue] = ParseResult.ArrayFormatter.formatErrorSync(record.left)
+    const at = issue && issue.path.length > 0 ? `${issue.path.join(".")}: ` : ""
+    return damaged(`${at}${issue?.message ?? "does not decode"}`)
+  }
+  const defect = recordDefect(record.right, storedUnder)
+  return defect === undefined ? Either.right(record.right) : damaged(defect)
+}

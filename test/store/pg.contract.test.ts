@@ -1,0 +1,7 @@
+import { describe } from "@effect/vitest"
+import { taskStoreContract } from "../contract/TaskStore.contract.js"
+import { pgAvailable, pgStore } from "../support/pg.js"
+
+describe.skipIf(!pgAvailable)("PostgreSQL", () => {
+  taskStoreContract("postgres", () => pgStore())
+})
