@@ -6,6 +6,7 @@ import { demo } from "./demo.js"
 import { doctor } from "./doctor.js"
 import { list } from "./list.js"
 import { memory } from "./memory.js"
+import { migrate } from "./migrate.js"
 import { read } from "./read.js"
 import { recover } from "./recover.js"
 import { submit } from "./submit.js"
@@ -23,6 +24,7 @@ export const relaykeep = Command.make("relaykeep").pipe(
     recover,
     list,
     check,
+    migrate,
     tasks,
     memory,
     audit,

@@ -2,9 +2,9 @@ import { Command } from "@effect/cli"
 import { Effect } from "effect"
 import { TaskStore } from "../services/TaskStore.js"
 import { printJson } from "./output.js"
-import { root, storeLayer } from "./options.js"
+import { storeLayer, storeOptions } from "./options.js"
 
-export const check = Command.make("check", { root }, () =>
+export const check = Command.make("check", storeOptions, () =>
   Effect.gen(function* () {
     const store = yield* TaskStore
     const report = yield* store.check
@@ -12,5 +12,5 @@ export const check = Command.make("check", { root }, () =>
   })
 ).pipe(
   Command.withDescription("Read every record and list every damaged one (a full scan)."),
-  Command.provide((args) => storeLayer(args.root))
+  Command.provide((args) => storeLayer(args))
 )

@@ -4,7 +4,7 @@ import { TaskState } from "../domain/Task.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { MaxListLimit } from "../store/shared.js"
 import { printJson } from "./output.js"
-import { root, storeLayer } from "./options.js"
+import { storeLayer, storeOptions } from "./options.js"
 
 const state = Options.choice("state", TaskState.literals).pipe(Options.optional)
 const limit = Options.integer("limit").pipe(
@@ -16,7 +16,7 @@ const cursor = Options.text("cursor").pipe(
   Options.optional
 )
 
-export const list = Command.make("list", { root, state, limit, cursor }, (args) =>
+export const list = Command.make("list", { ...storeOptions, state, limit, cursor }, (args) =>
   Effect.gen(function* () {
     const store = yield* TaskStore
     yield* printJson(
@@ -29,5 +29,5 @@ export const list = Command.make("list", { root, state, limit, cursor }, (args) 
   })
 ).pipe(
   Command.withDescription("List tasks, newest first."),
-  Command.provide((args) => storeLayer(args.root))
+  Command.provide((args) => storeLayer(args))
 )

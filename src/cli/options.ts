@@ -1,11 +1,16 @@
 /** Options every command shares, and the store each command runs on. */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
+import type { FileSystem } from "@effect/platform"
 import { Path } from "@effect/platform"
-import { Config, Effect, Either, Layer, Option } from "effect"
+import { Config, Effect, Either, Layer, Option, Redacted } from "effect"
 import { parseDuration } from "../domain/duration.js"
+import type { StorageError } from "../domain/errors.js"
 import { InvalidInput } from "../domain/errors.js"
+import type { Host } from "../services/Host.js"
 import { AuditLog } from "../mcp/AuditLog.js"
 import { TaskStore } from "../services/TaskStore.js"
+import type { PgStoreOptions } from "../store/pg/target.js"
+import { DefaultMaxConnections, DefaultQueue, DefaultSchema, isPgUrl, pgTarget } from "../store/pg/target.js"
 
 /** An environment variable that is set and not empty (read through Effect's Config). */
 export const nonEmptyEnv = (name: string) =>
@@ -36,9 +41,116 @@ export const resolveRoot = (option: Option.Option<string>) =>
     })
   })
 
-/** The file store at the resolved root: what every queue command runs on. */
-export const storeLayer = (option: Option.Option<string>) =>
-  Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => TaskStore.layer({ root: dir })))
+const store = Options.text("store").pipe(
+  Options.withDescription(
+    "Where the queue lives: `file` (the default: the data root) or postgres://user@host:5432/db (default: $RELAYKEEP_STORE, else file)"
+  ),
+  Options.optional
+)
+const pgSchema = Options.text("pg-schema").pipe(
+  Options.withDescription(
+    `PostgreSQL schema for RelayKeep's tables (default: $RELAYKEEP_PG_SCHEMA, else ${DefaultSchema})`
+  ),
+  Options.optional
+)
+const queue = Options.text("queue").pipe(
+  Options.withDescription(
+    `The queue, by name, in a PostgreSQL store (default: $RELAYKEEP_QUEUE, else ${DefaultQueue})`
+  ),
+  Options.optional
+)
+const pgPool = Options.integer("pg-pool").pipe(
+  Options.withDescription(
+    `The most PostgreSQL connections this process opens, besides one for LISTEN (default: $RELAYKEEP_PG_POOL, else ${DefaultMaxConnections})`
+  ),
+  Options.optional
+)
+
+/** The options of every command that works on the queue: where the store is. */
+export const storeOptions = { root, store, pgSchema, queue, pgPool }
+
+/** The options that choose a PostgreSQL queue, for commands that name its URL otherwise. */
+export const pgOptions = { pgSchema, queue, pgPool }
+
+export interface StoreArgs {
+  readonly root: Option.Option<string>
+  readonly store: Option.Option<string>
+  readonly pgSchema: Option.Option<string>
+  readonly queue: Option.Option<string>
+  readonly pgPool: Option.Option<number>
+}
+
+/** A flag, else its environment variable, else nothing. */
+const flagOrEnv = (flag: Option.Option<string>, variable: string) =>
+  Option.isSome(flag) ? Effect.succeed(flag) : nonEmptyEnv(variable)
+
+/** What `--store` (or RELAYKEEP_STORE) asks for: the file store, or PostgreSQL at a URL. */
+export const resolveStore = (args: StoreArgs) =>
+  Effect.gen(function* () {
+    const chosen = yield* flagOrEnv(args.store, "RELAYKEEP_STORE")
+    const field = Option.isSome(args.store) ? "--store" : "RELAYKEEP_STORE"
+    const pgOnly: ReadonlyArray<readonly [string, boolean]> = [
+      ["--pg-schema", Option.isSome(args.pgSchema)],
+      ["--queue", Option.isSome(args.queue)],
+      ["--pg-pool", Option.isSome(args.pgPool)]
+    ]
+    if (Option.isNone(chosen) || chosen.value === "file") {
+      // A PostgreSQL flag without PostgreSQL is a mistake worth naming, not ignoring.
+      for (const [flag, given] of pgOnly)
+        if (given)
+          return yield* new InvalidInput({ field: flag, reason: "applies to a postgres:// --store only" })
+      return { _tag: "file" as const, root: yield* resolveRoot(args.root) }
+    }
+    return { _tag: "postgres" as const, ...(yield* resolvePg(chosen.value, field, args)) }
+  })
+
+export type PgArgs = Pick<StoreArgs, "pgSchema" | "queue" | "pgPool">
+
+/**
+ * A PostgreSQL store at `url` (given as `urlField`) with the schema, queue and pool of the
+ * flags or the environment, validated here so that a bad name is a usage error before
+ * anything connects.
+ */
+export const resolvePg = (url: string, urlField: string, args: PgArgs) =>
+  Effect.gen(function* () {
+    if (!isPgUrl(url))
+      return yield* new InvalidInput({ field: urlField, reason: "must be `file` or a postgres:// URL" })
+    const poolText = yield* nonEmptyEnv("RELAYKEEP_PG_POOL")
+    const pool = Option.isSome(args.pgPool)
+      ? args.pgPool.value
+      : Option.isSome(poolText)
+        ? Number(poolText.value)
+        : undefined
+    const options: PgStoreOptions = {
+      url: Redacted.make(url),
+      schema: Option.getOrUndefined(yield* flagOrEnv(args.pgSchema, "RELAYKEEP_PG_SCHEMA")),
+      queue: Option.getOrUndefined(yield* flagOrEnv(args.queue, "RELAYKEEP_QUEUE")),
+      maxConnections: pool
+    }
+    const target = yield* Either.mapLeft(pgTarget(options), (error) =>
+      error.field === "maxConnections"
+        ? new InvalidInput({
+            field: Option.isSome(args.pgPool) ? "--pg-pool" : "RELAYKEEP_PG_POOL",
+            reason: error.reason
+          })
+        : error.field === "--store"
+          ? new InvalidInput({ field: urlField, reason: error.reason })
+          : error
+    )
+    return { options, target }
+  })
+
+/** The store the flags and environment choose: what every queue command runs on. */
+export const storeLayer = (args: StoreArgs) =>
+  Layer.unwrapEffect(
+    Effect.map(
+      resolveStore(args),
+      (
+        chosen
+      ): Layer.Layer<TaskStore, StorageError | InvalidInput, Host | FileSystem.FileSystem | Path.Path> =>
+        chosen._tag === "file" ? TaskStore.layer({ root: chosen.root }) : TaskStore.layerPg(chosen.options)
+    )
+  )
 
 /** A duration option (`90s`, `5m`, `2h`, or seconds), as milliseconds. */
 export const duration = (name: string, fallback: string) =>

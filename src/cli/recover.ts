@@ -2,11 +2,13 @@ import { Command } from "@effect/cli"
 import { Effect } from "effect"
 import { reapOrphans } from "../worker/reap.js"
 import { printJson } from "./output.js"
-import { root, storeLayer } from "./options.js"
+import { storeLayer, storeOptions } from "./options.js"
 
-export const recover = Command.make("recover", { root }, () => Effect.flatMap(reapOrphans, printJson)).pipe(
+export const recover = Command.make("recover", storeOptions, () =>
+  Effect.flatMap(reapOrphans, printJson)
+).pipe(
   Command.withDescription(
     "Reap orphans now: running tasks whose worker is gone go back to the queue while attempts remain, else fail with worker_lost. Prints what was done."
   ),
-  Command.provide((args) => storeLayer(args.root))
+  Command.provide((args) => storeLayer(args))
 )

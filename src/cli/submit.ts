@@ -8,7 +8,7 @@ import { decodeField, parseJsonField } from "../domain/input.js"
 import { JsonObject } from "../domain/Task.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { printJson } from "./output.js"
-import { root, storeLayer } from "./options.js"
+import { storeLayer, storeOptions } from "./options.js"
 
 const id = Options.text("id").pipe(Options.withDescription("Your request id (1-200 printable characters)"))
 const payload = Options.text("payload").pipe(
@@ -47,7 +47,7 @@ const payloadText = (inline: Option.Option<string>, file: Option.Option<string>)
     return yield* NodeStream.stdin.pipe(Stream.decodeText(), Stream.mkString)
   })
 
-export const submit = Command.make("submit", { root, id, payload, payloadFile }, (args) =>
+export const submit = Command.make("submit", { ...storeOptions, id, payload, payloadFile }, (args) =>
   Effect.gen(function* () {
     const clientRequestId = yield* decodeField("--id", ClientRequestId)(args.id)
     const field = Option.isSome(args.payloadFile) ? "--payload-file" : "--payload"
@@ -68,5 +68,5 @@ export const submit = Command.make("submit", { root, id, payload, payloadFile },
   Command.withDescription(
     "Queue a task; prints its receipt. The same id and payload return the same receipt."
   ),
-  Command.provide((args) => storeLayer(args.root))
+  Command.provide((args) => storeLayer(args))
 )

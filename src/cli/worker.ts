@@ -9,7 +9,7 @@ import { DefaultCancelPollMillis } from "../worker/attempt.js"
 import { WorkerOutput } from "../worker/events.js"
 import { DefaultLeaseMillis, runPass } from "../worker/pass.js"
 import { DefaultConcurrency, DefaultGraceMillis, DefaultPollMillis, runWatch } from "../worker/watch.js"
-import { duration, resolveRoot, root, storeLayer } from "./options.js"
+import { duration, resolveRoot, storeLayer, storeOptions } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
 import { providerOptions, resolveProviderSettings } from "./providerOptions.js"
@@ -115,7 +115,7 @@ export const providerLayer = (args: ProviderArgs & { readonly root: Option.Optio
 export const worker = Command.make(
   "worker",
   {
-    root,
+    ...storeOptions,
     workerId,
     lease,
     watch,
@@ -168,5 +168,5 @@ export const worker = Command.make(
   Command.withDescription(
     "Run one pass over the queue (reap orphans, then claim and run each ready task, oldest first), or keep running with --watch."
   ),
-  Command.provide((args) => Layer.merge(storeLayer(args.root), providerLayer(args)))
+  Command.provide((args) => Layer.merge(storeLayer(args), providerLayer(args)))
 )

@@ -1,5 +1,5 @@
 import { FileSystem } from "@effect/platform"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import { readdirSync, readFileSync } from "node:fs"
@@ -51,9 +51,10 @@ export class Host extends Context.Tag("relaykeep/Host")<
         Effect.map((text) => text.trim()),
         Effect.orElseSucceed(() => "no-boot-id")
       )
+      const pidNamespace = yield* fs.readLink("/proc/self/ns/pid").pipe(Effect.option)
       return Host.of({
         pid: process.pid,
-        hostname: hostname(),
+        hostname: yield* machineName(Option.getOrUndefined(pidNamespace)),
         bootId,
         isAlive: (pid) => Effect.sync(() => processExists(pid)),
         token: Effect.sync(() => randomUUID().replaceAll("-", "")),
@@ -94,6 +95,31 @@ export class Host extends Context.Tag("relaykeep/Host")<
       })
     )
 }
+
+/** The pid namespace of a process that is in no container: the kernel's PROC_PID_INIT_INO. */
+const InitialPidNamespace = "pid:[4026531836]"
+const MachineName = /^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,254}$/
+
+/**
+ * How leases name this machine. RELAYKEEP_HOST wins: set it where machines (or containers)
+ * share a hostname, since a reaper checks pids only for leases of its own machine. Without
+ * it, the hostname, and inside a pid namespace (a container) the namespace too: two
+ * containers with one hostname do not share a process table.
+ */
+const machineName = (pidNamespace: string | undefined) =>
+  Effect.gen(function* () {
+    const chosen = process.env["RELAYKEEP_HOST"]
+    if (chosen !== undefined && chosen !== "") {
+      if (MachineName.test(chosen)) return chosen
+      yield* Effect.logWarning(
+        "RELAYKEEP_HOST ignored: it must be 1-255 characters of letters, digits and _.:@/- starting with a letter or digit"
+      )
+    }
+    const inner = pidNamespace?.match(/^pid:\[(\d+)\]$/)?.[1]
+    return pidNamespace === undefined || pidNamespace === InitialPidNamespace || inner === undefined
+      ? hostname()
+      : `${hostname()}/pidns-${inner}`
+  })
 
 const environmentSnapshot = (): Record<string, string> =>
   Object.fromEntries(

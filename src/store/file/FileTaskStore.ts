@@ -22,6 +22,7 @@ import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from
 import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
+import { scanRecords } from "./scan.js"
 
 export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
@@ -194,27 +195,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     }).pipe(Effect.withSpan("TaskStore.live"))
 
     /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
-    const everything = Effect.gen(function* () {
-      yield* openRoot
-      const records: Array<TaskRecord> = []
-      const invalid: Array<InvalidRecordReport> = []
-      for (const name of yield* listDirectory(fs, layout.tasks)) {
-        if (!name.endsWith(".json")) continue
-        const file = path.join(layout.tasks, name)
-        const taskId = taskIdOfRecordFile(name)
-        if (taskId === undefined) {
-          invalid.push({ file, reason: "file name is not a task id" })
-          continue
-        }
-        const bytes = yield* readIfExists(fs, file)
-        if (Option.isNone(bytes)) continue
-        Either.match(decodeRecordFile(file, bytes.value, taskId), {
-          onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-          onRight: (record) => records.push(record)
-        })
-      }
-      return { records, invalid }
-    })
+    const everything = Effect.zipRight(openRoot, scanRecords(fs, path, layout))
 
     /** Changes in a directory of the root; a watch that cannot start (or fails later) just ends. */
     const watchDirectory = (directory: string) =>

@@ -30,7 +30,7 @@ interface Deps {
   readonly layout: Layout
 }
 
-const SecretBytes = 32
+export const SecretBytes = 32
 
 export const ensureLayout = ({ fs, layout }: Deps) =>
   Effect.forEach([layout.root, layout.tasks, layout.queued, layout.running, layout.locks], (dir) =>

@@ -8,14 +8,24 @@
  * notification goes out only for a change that committed. Claims add `SKIP LOCKED`, so
  * racing workers pass over each other's tasks rather than queue behind them.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as PgClient from "@effect/sql-pg/PgClient"
-import { SqlClient } from "@effect/sql/SqlClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Duration, Effect, Either, Option, PubSub, Schedule, Schema, Scope, Stream } from "effect"
-import { InvalidRecord, StorageError, UnknownTask } from "../../domain/errors.js"
+import {
+  Clock,
+  Duration,
+  Effect,
+  Either,
+  ExecutionStrategy,
+  Exit,
+  Option,
+  PubSub,
+  Schedule,
+  Scope,
+  Stream
+} from "effect"
+import type { InvalidRecord, StorageError } from "../../domain/errors.js"
+import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
-import { isTaskId } from "../../domain/ids.js"
 import {
   DefaultMaxPayloadBytes,
   decodeCursor,
@@ -27,7 +37,6 @@ import { toReceipt, toSummary, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { decodeRecordText } from "../records.js"
 import type { ApplyStep } from "../shared.js"
 import {
   DefaultListLimit,
@@ -38,25 +47,11 @@ import {
   transitionOperations
 } from "../shared.js"
 import { listen } from "./listen.js"
-import { migrate } from "./schema.js"
+import type { Row } from "./rows.js"
+import { decodeRow, NotifyChannel, noticeOf, readNotice, rowOf } from "./rows.js"
+import { connectPool, retryingOn, storageErrorOf } from "./connection.js"
 import type { PgTarget } from "./target.js"
-import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
-
-/** One channel for every RelayKeep schema and queue; the payload says which. */
-export const NotifyChannel = "relaykeep"
-
-/** A NOTIFY payload: [schema, queue, task id, the state the write left the task in]. */
-const Notice = Schema.parseJson(Schema.Tuple(Schema.String, Schema.String, Schema.String, Schema.String))
-const encodeNotice = Schema.encodeSync(Notice)
-const decodeNotice = Schema.decodeUnknownOption(Notice)
-
-interface Row {
-  readonly task_id: string
-  readonly state: string
-  readonly created_at: string
-  readonly not_before: string | null
-  readonly record: string
-}
+import { DefaultConnectTimeoutMillis } from "./target.js"
 
 export interface PgStoreSettings {
   readonly target: PgTarget
@@ -68,57 +63,10 @@ export interface PgStoreSettings {
 const SecretBytes = 32
 const HexSecret = /^[0-9a-f]{64}$/
 
-/**
- * Errors a retry can outlive: the connection broke, the server is restarting or refused a
- * connection for a moment. Anything else (a constraint, a permission) is reported at once.
- */
-const transientCodes = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "EPIPE",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "57P01", // admin_shutdown
-  "57P02", // crash_shutdown
-  "57P03", // cannot_connect_now
-  "53300", // too_many_connections
-  "40001", // serialization_failure
-  "40P01" // deadlock_detected
-])
-
-const codeOf = (cause: unknown): string | undefined =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : undefined
-
-const messageOf = (cause: unknown): string | undefined =>
-  cause instanceof Error && cause.message !== "" ? cause.message : undefined
-
-export const isTransient = (error: SqlError): boolean => {
-  const code = codeOf(error.cause)
-  if (code !== undefined) return transientCodes.has(code) || code.startsWith("08")
-  return /connection terminated|connection ended|connection timeout|timeout exceeded when trying to connect|connection timed out/i.test(
-    messageOf(error.cause) ?? error.message
-  )
-}
-
-/**
- * How long one operation rides out a database that went away (a restart, a failover) before
- * it fails with StorageError. A failed transaction rolled back, so running it again is safe;
- * one whose commit was cut off is found already done by its own fence.
- */
-export const RetryWindow = Duration.seconds(20)
-const retrySchedule = Schedule.exponential(Duration.millis(100)).pipe(
-  Schedule.union(Schedule.spaced(Duration.seconds(2))),
-  Schedule.upTo(RetryWindow)
-)
 /** A broken LISTEN connection is opened again, with backoff, for as long as the store lives. */
 const relistenSchedule = Schedule.exponential(Duration.millis(200)).pipe(
   Schedule.union(Schedule.spaced(Duration.seconds(10)))
 )
-
-const isSqlError = (error: unknown): error is SqlError =>
-  typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError"
 
 export const makePgTaskStore = (settings: PgStoreSettings) =>
   Effect.gen(function* () {
@@ -129,56 +77,24 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
     const layerScope = yield* Effect.scope
     const tasks = `${target.schema}.tasks`
     const queues = `${target.schema}.queues`
-    const rowName = (taskId: string) => `postgres ${target.display} task ${taskId}`
 
-    const storageError = (operation: string) => (error: SqlError) =>
-      new StorageError({
-        operation,
-        path: `postgres ${target.display}`,
-        reason: messageOf(error.cause) ?? error.message
-      })
-
-    /** Run a statement (or a transaction), riding out transient failures. */
-    const retrying = <A, E>(operation: string, body: Effect.Effect<A, E | SqlError>) =>
-      body.pipe(
-        Effect.retry({ schedule: retrySchedule, while: (error) => isSqlError(error) && isTransient(error) }),
-        Effect.catchIf(isSqlError, (error) => Effect.fail(storageError(operation)(error)))
-      )
+    const retrying = retryingOn(target)
 
     /**
-     * The pool, made by the first operation: a command that rejects its input connects to
-     * nothing, and an MCP server starts (and reports a clear error per call) while the
-     * database is down. It lives as long as the layer.
+     * The pool with the schema at its newest version, and this queue's secret (created by
+     * whoever comes first): made by the first operation, so that a command rejecting its
+     * input connects to nothing, and an MCP server starts (and reports a clear error per
+     * call) while the database is down. The pool lives as long as the layer; one that failed
+     * to open is closed at once.
      */
-    const connect: Effect.Effect<PgClient.PgClient, StorageError> = yield* onceSuccessful(
-      retrying(
-        "connect to",
-        PgClient.make({
-          url: target.url,
-          maxConnections: settings.maxConnections ?? DefaultMaxConnections,
-          connectTimeout: Duration.millis(connectTimeoutMillis),
-          applicationName: "relaykeep"
-        }).pipe(Effect.provide(Reactivity.layer), Scope.extend(layerScope))
-      )
-    )
-
-    /** The schema at its newest version, and this queue's secret (created by whoever comes first). */
     const open: Effect.Effect<
       { readonly sql: PgClient.PgClient; readonly secret: Uint8Array },
       StorageError
     > = yield* onceSuccessful(
       Effect.gen(function* () {
-        const sql = yield* connect
-        yield* retrying("migrate", migrate(target.schema).pipe(Effect.provideService(SqlClient, sql))).pipe(
-          Effect.catchTag("MigrationError", (error) =>
-            Effect.fail(
-              new StorageError({
-                operation: "migrate",
-                path: `postgres ${target.display}`,
-                reason: error.message
-              })
-            )
-          )
+        const pool = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
+        const sql = yield* Scope.extend(connectPool(target, settings), pool).pipe(
+          Effect.onError((cause) => Scope.close(pool, Exit.failCause(cause)))
         )
         const fresh = Buffer.from(yield* host.randomBytes(SecretBytes)).toString("hex")
         const rows = yield* retrying(
@@ -191,38 +107,19 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         )
         const secret = rows[0]?.secret
         if (secret === undefined || !HexSecret.test(secret))
-          return yield* new StorageError({
-            operation: "open queue",
-            path: `postgres ${target.display}`,
-            reason:
-              "the queue's secret is missing or damaged (restore it from a backup: task ids depend on it)"
-          })
+          return yield* storageErrorOf(
+            target,
+            "open queue",
+            "the queue's secret is missing or damaged (restore it from a backup: task ids depend on it)"
+          )
         return { sql, secret: Uint8Array.from(Buffer.from(secret, "hex")) }
       })
     )
 
-    /** A row's record, or why it cannot be trusted: the record must also agree with its own columns. */
-    const decodeRow = (row: Row): Either.Either<TaskRecord, InvalidRecord> => {
-      if (!isTaskId(row.task_id))
-        return Either.left(
-          new InvalidRecord({ file: rowName(row.task_id), reason: "task_id is not a task id" })
-        )
-      return Either.flatMap(decodeRecordText(rowName(row.task_id), row.record, row.task_id), (record) =>
-        record.state !== row.state ||
-        record.created_at !== row.created_at ||
-        (record.not_before ?? null) !== row.not_before
-          ? Either.left(
-              new InvalidRecord({
-                file: rowName(row.task_id),
-                reason: `the row's columns (state ${row.state}) disagree with its record (state ${record.state})`
-              })
-            )
-          : Either.right(record)
-      )
-    }
+    const decode = (row: Row) => decodeRow(target, row)
 
     const notify = (sql: PgClient.PgClient, record: TaskRecord) =>
-      sql`SELECT pg_notify(${NotifyChannel}, ${encodeNotice([target.schema, target.queue, record.task_id, record.state])})`
+      sql`SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)})`
 
     /** Read, transition and write one row in one transaction that holds it. */
     const apply: ApplyStep<UnknownTask | InvalidRecord | StorageError> = <A, E>(
@@ -246,7 +143,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
                   yield* sql`SELECT 1 FROM ${sql(tasks)} WHERE queue = ${target.queue} AND task_id = ${taskId}`
                 return exists.length > 0 ? Either.right(onBusy()) : Either.left(new UnknownTask({ taskId }))
               }
-              const record = decodeRow(row)
+              const record = decode(row)
               if (Either.isLeft(record)) return Either.left(record.left)
               const stepped = step(record.right, yield* Clock.currentTimeMillis)
               if (Either.isLeft(stepped)) return Either.left(stepped.left)
@@ -273,7 +170,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       const records: Array<TaskRecord> = []
       const invalid: Array<InvalidRecordReport> = []
       for (const row of rows)
-        Either.match(decodeRow(row), {
+        Either.match(decode(row), {
           onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
           onRight: (record) => records.push(record)
         })
@@ -308,12 +205,8 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       listen(target, NotifyChannel, connectTimeoutMillis).pipe(
         Stream.runForEach((heard) => {
           if (heard._tag === "listening") return PubSub.publish(notices, Option.none())
-          const notice = decodeNotice(heard.payload)
-          if (Option.isNone(notice)) return Effect.void
-          const [schema, queue, taskId, state] = notice.value
-          return schema === target.schema && queue === target.queue && isTaskId(taskId)
-            ? PubSub.publish(notices, Option.some([taskId, state] as const))
-            : Effect.void
+          const notice = readNotice(target, heard.payload)
+          return Option.isSome(notice) ? PubSub.publish(notices, notice.value) : Effect.void
         }),
         Effect.zipRight(Effect.fail("the listening connection ended")),
         Effect.tapError((error) =>
@@ -343,8 +236,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         sql.withTransaction(
           Effect.gen(function* () {
             const inserted = yield* sql`
-              INSERT INTO ${sql(tasks)} (queue, task_id, state, created_at, not_before, record)
-              VALUES (${target.queue}, ${taskId}, ${record.state}, ${record.created_at}, NULL, ${JSON.stringify(record)})
+              INSERT INTO ${sql(tasks)} ${sql.insert(rowOf(target.queue, record))}
               ON CONFLICT (queue, task_id) DO NOTHING RETURNING task_id`
             if (inserted.length > 0) {
               yield* notify(sql, record)
@@ -358,7 +250,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         )
       )
       if (Option.isNone(existing)) return toReceipt(record)
-      return yield* Transitions.resubmit(yield* decodeRow(existing.value), prepared.sha)
+      return yield* Transitions.resubmit(yield* decode(existing.value), prepared.sha)
     })
 
     const readRecord = (taskId: TaskId) =>
@@ -371,7 +263,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         ),
         (rows): Effect.Effect<TaskRecord, UnknownTask | InvalidRecord> => {
           const row = rows[0]
-          return row === undefined ? Effect.fail(new UnknownTask({ taskId })) : decodeRow(row)
+          return row === undefined ? Effect.fail(new UnknownTask({ taskId })) : decode(row)
         }
       )
 

@@ -1,0 +1,64 @@
+/** Reading a whole file store: every record, decoded or reported damaged. O(all tasks). */
+import { FileSystem, Path } from "@effect/platform"
+import { Effect, Either, Option } from "effect"
+import type { StorageError } from "../../domain/errors.js"
+import { InvalidInput } from "../../domain/errors.js"
+import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
+import type { Files, Paths } from "./durable.js"
+import { listDirectory, readIfExists } from "./durable.js"
+import type { Layout } from "./layout.js"
+import { layoutOf, taskIdOfRecordFile } from "./layout.js"
+import { SecretBytes } from "./recovery.js"
+import { decodeRecordFile } from "./records.js"
+
+export interface Scan {
+  readonly records: ReadonlyArray<TaskRecord>
+  readonly invalid: ReadonlyArray<InvalidRecordReport>
+}
+
+export const scanRecords = (fs: Files, path: Paths, layout: Layout): Effect.Effect<Scan, StorageError> =>
+  Effect.gen(function* () {
+    const records: Array<TaskRecord> = []
+    const invalid: Array<InvalidRecordReport> = []
+    for (const name of yield* listDirectory(fs, layout.tasks)) {
+      if (!name.endsWith(".json")) continue
+      const file = path.join(layout.tasks, name)
+      const taskId = taskIdOfRecordFile(name)
+      if (taskId === undefined) {
+        invalid.push({ file, reason: "file name is not a task id" })
+        continue
+      }
+      const bytes = yield* readIfExists(fs, file)
+      if (Option.isNone(bytes)) continue
+      Either.match(decodeRecordFile(file, bytes.value, taskId), {
+        onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
+        onRight: (record) => records.push(record)
+      })
+    }
+    return { records, invalid }
+  })
+
+export interface FileStoreContents extends Scan {
+  /** The key its task ids are made with. */
+  readonly secret: Uint8Array
+}
+
+/**
+ * Everything a file store holds, read without changing anything (`relaykeep migrate`): its
+ * key and every record. A directory without a key is not a data root.
+ */
+export const readFileStore = (
+  root: string
+): Effect.Effect<FileStoreContents, InvalidInput | StorageError, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const layout = layoutOf(path, path.resolve(root))
+    const secret = yield* readIfExists(fs, layout.secret)
+    if (Option.isNone(secret) || secret.value.length !== SecretBytes)
+      return yield* new InvalidInput({
+        field: "--from",
+        reason: `${layout.root} is not a RelayKeep data root (it has no ${SecretBytes}-byte secret)`
+      })
+    return { secret: secret.value, ...(yield* scanRecords(fs, path, layout)) }
+  })

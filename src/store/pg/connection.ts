@@ -1,0 +1,110 @@
+/**
+ * Connections to PostgreSQL: the pool, the schema brought up to date, and how an operation
+ * rides out a database that goes away for a moment (a restart, a failover, a network cut).
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Scope } from "effect"
+import { Duration, Effect, Schedule } from "effect"
+import { StorageError } from "../../domain/errors.js"
+import { migrate } from "./schema.js"
+import type { PgTarget } from "./target.js"
+import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
+
+/**
+ * Errors a retry can outlive: the connection broke, the server is restarting or refused a
+ * connection for a moment. Anything else (a constraint, a permission) is reported at once.
+ */
+const transientCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "57P01", // admin_shutdown
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now
+  "53300", // too_many_connections
+  "40001", // serialization_failure
+  "40P01" // deadlock_detected
+])
+
+const codeOf = (cause: unknown): string | undefined =>
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : undefined
+
+export const messageOf = (cause: unknown): string | undefined =>
+  cause instanceof Error && cause.message !== "" ? cause.message : undefined
+
+export const isTransient = (error: SqlError): boolean => {
+  const code = codeOf(error.cause)
+  if (code !== undefined) return transientCodes.has(code) || code.startsWith("08")
+  return /connection terminated|connection ended|connection timeout|timeout exceeded when trying to connect|connection timed out/i.test(
+    messageOf(error.cause) ?? error.message
+  )
+}
+
+/**
+ * How long one operation rides out a database that went away (a restart, a failover) before
+ * it fails with StorageError. A failed transaction rolled back, so running it again is safe;
+ * one whose commit was cut off is found already done by its own fence.
+ */
+export const RetryWindow = Duration.seconds(20)
+const retrySchedule = Schedule.exponential(Duration.millis(100)).pipe(
+  Schedule.union(Schedule.spaced(Duration.seconds(2))),
+  Schedule.upTo(RetryWindow)
+)
+export const isSqlError = (error: unknown): error is SqlError =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError"
+
+export const storageErrorOf = (target: PgTarget, operation: string, reason: string) =>
+  new StorageError({ operation, path: `postgres ${target.display}`, reason })
+
+/**
+ * Run a statement or a transaction against `target`, again while it fails transiently (for
+ * up to RetryWindow); a SqlError that remains becomes a StorageError naming the target.
+ */
+export const retryingOn =
+  (target: PgTarget) =>
+  <A, E, R>(
+    operation: string,
+    body: Effect.Effect<A, E | SqlError, R>
+  ): Effect.Effect<A, Exclude<E, SqlError> | StorageError, R> =>
+    body.pipe(
+      Effect.retry({ schedule: retrySchedule, while: (error) => isSqlError(error) && isTransient(error) }),
+      Effect.catchIf(isSqlError, (error) =>
+        Effect.fail(storageErrorOf(target, operation, messageOf(error.cause) ?? error.message))
+      )
+    )
+
+export interface PoolSettings {
+  readonly maxConnections?: number | undefined
+  readonly connectTimeoutMillis?: number | undefined
+}
+
+/** A pool on `target`, open while the scope is, with its schema at the newest version. */
+export const connectPool = (
+  target: PgTarget,
+  settings: PoolSettings
+): Effect.Effect<PgClient.PgClient, StorageError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const retrying = retryingOn(target)
+    const sql = yield* retrying(
+      "connect to",
+      PgClient.make({
+        url: target.url,
+        maxConnections: settings.maxConnections ?? DefaultMaxConnections,
+        connectTimeout: Duration.millis(settings.connectTimeoutMillis ?? DefaultConnectTimeoutMillis),
+        applicationName: "relaykeep"
+      }).pipe(Effect.provide(Reactivity.layer))
+    )
+    yield* retrying("migrate", migrate(target.schema).pipe(Effect.provideService(SqlClient, sql))).pipe(
+      Effect.catchTag("MigrationError", (error) =>
+        Effect.fail(storageErrorOf(target, "migrate", error.message))
+      )
+    )
+    return sql
+  })

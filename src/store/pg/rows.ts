@@ -1,0 +1,81 @@
+/**
+ * Rows of the tasks table: the record as JSON text, and copies of the fields that queries
+ * filter and sort on. The record is the truth; a row whose copies disagree with it is damaged.
+ */
+import { Either, Option, Schema } from "effect"
+import { InvalidRecord } from "../../domain/errors.js"
+import type { TaskId } from "../../domain/ids.js"
+import { isTaskId } from "../../domain/ids.js"
+import type { TaskRecord } from "../../domain/Task.js"
+import { decodeRecordText } from "../records.js"
+import type { PgTarget } from "./target.js"
+
+export interface Row {
+  readonly task_id: string
+  readonly state: string
+  readonly created_at: string
+  readonly not_before: string | null
+  readonly record: string
+}
+
+/** The row of `record` in `queue`, ready for `sql.insert`. */
+export const rowOf = (queue: string, record: TaskRecord) => ({
+  queue,
+  task_id: record.task_id,
+  state: record.state,
+  created_at: record.created_at,
+  not_before: record.not_before ?? null,
+  record: JSON.stringify(record)
+})
+
+/** How a damaged row is named in reports: the target, then the task. */
+export const rowName = (target: PgTarget, taskId: string) => `postgres ${target.display} task ${taskId}`
+
+/** A row's record, or why it cannot be trusted. */
+export const decodeRow = (target: PgTarget, row: Row): Either.Either<TaskRecord, InvalidRecord> => {
+  const name = rowName(target, row.task_id)
+  if (!isTaskId(row.task_id))
+    return Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
+  return Either.flatMap(decodeRecordText(name, row.record, row.task_id), (record) =>
+    record.state !== row.state ||
+    record.created_at !== row.created_at ||
+    (record.not_before ?? null) !== row.not_before
+      ? Either.left(
+          new InvalidRecord({
+            file: name,
+            reason: `the row's columns (state ${row.state}) disagree with its record (state ${record.state})`
+          })
+        )
+      : Either.right(record)
+  )
+}
+
+/** One channel for every RelayKeep schema and queue; the payload says which. */
+export const NotifyChannel = "relaykeep"
+
+/** A NOTIFY payload: [schema, queue, task id or "" for "look again", the state the write left]. */
+const Notice = Schema.parseJson(Schema.Tuple(Schema.String, Schema.String, Schema.String, Schema.String))
+const encodeNotice = Schema.encodeSync(Notice)
+const decodeNotice = Schema.decodeUnknownOption(Notice)
+
+/** The notice of a write of `record`. */
+export const noticeOf = (target: PgTarget, record: TaskRecord): string =>
+  encodeNotice([target.schema, target.queue, record.task_id, record.state])
+
+/** A notice that names no task: every worker of the queue should look at it again. */
+export const lookAgainNotice = (target: PgTarget): string =>
+  encodeNotice([target.schema, target.queue, "", "queued"])
+
+/**
+ * What a payload says to a listener of `target`: nothing (another queue's, or garbage), a
+ * task and its state, or None for "look again".
+ */
+export const readNotice = (
+  target: PgTarget,
+  payload: string
+): Option.Option<Option.Option<readonly [TaskId, string]>> =>
+  Option.flatMap(decodeNotice(payload), ([schema, queue, taskId, state]) =>
+    schema !== target.schema || queue !== target.queue
+      ? Option.none()
+      : Option.some(isTaskId(taskId) ? Option.some([taskId, state] as const) : Option.none())
+  )
