@@ -6,6 +6,7 @@ const jsonReport = process.env["RELAYKEEP_VITEST_JSON"]
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/pgGlobalSetup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: jsonReport ? ["default", "json"] : ["default"],
