@@ -68,7 +68,8 @@ export const importRecords = (
       sql.withTransaction(
         Effect.gen(function* () {
           // The queue's row, held until commit: no other migration interleaves with this one.
-          const created = yield* sql`INSERT INTO ${sql(queues)} (name, secret) VALUES (${target.queue}, ${key})
+          const created =
+            yield* sql`INSERT INTO ${sql(queues)} (name, secret) VALUES (${target.queue}, ${key})
             ON CONFLICT (name) DO NOTHING RETURNING name`
           const held = yield* sql<{ readonly secret: string }>`
             SELECT secret FROM ${sql(queues)} WHERE name = ${target.queue} FOR UPDATE`
