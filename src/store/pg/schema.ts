@@ -8,7 +8,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 
 /**
  * The tables, one migration per version. Each record is the same JSON document the file store
@@ -54,36 +54,55 @@ export const SchemaVersion = Object.keys(migrations("x")).length
 
 /**
  * Create the schema and bring it to the newest version. Safe to run from many processes at
- * once: the advisory lock serialises them, and the later ones find nothing left to do.
+ * once: the advisory lock serialises them, and the later ones find nothing left to do. A
+ * schema already at the newest version is only read, so a role with no right to create
+ * anything can use a schema made for it.
  */
 export const migrate = (
   schema: string
 ): Effect.Effect<ReadonlyArray<readonly [number, string]>, SqlError | Migrator.MigrationError, SqlClient> =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql.withTransaction(
+  Effect.flatMap(SqlClient, (sql) => {
+    const table = `${schema}.${MigrationsTable}`
+    /** The newest version that ran, 0 for none; None when there is no migrations table yet. */
+    const version = Effect.flatMap(
+      sql<{ readonly found: string | null }>`SELECT to_regclass(${table})::text AS found`,
+      (rows) =>
+        rows[0]?.found == null
+          ? Effect.succeedNone
+          : Effect.map(
+              sql<{ readonly newest: number | null }>`SELECT max(migration_id) AS newest FROM ${sql(table)}`,
+              (newest) => Option.some(newest[0]?.newest ?? 0)
+            )
+    )
+    const tooNew = (found: number) =>
+      new Migrator.MigrationError({
+        reason: "failed",
+        message: `schema ${schema} is at version ${found}, newer than this relaykeep knows (${SchemaVersion}); upgrade relaykeep`
+      })
+    const upgrade = sql.withTransaction(
       Effect.gen(function* () {
         yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`relaykeep migrate ${schema}`}))`
-        yield* sql`CREATE SCHEMA IF NOT EXISTS ${sql(schema)}`
+        const exists = yield* sql`SELECT 1 FROM pg_namespace WHERE nspname = ${schema}`
+        if (exists.length === 0) yield* sql`CREATE SCHEMA ${sql(schema)}`
         // Created here rather than by the Migrator: its own probe for the table fails the
         // statement when the table is missing, which would abort this transaction.
-        yield* sql`CREATE TABLE IF NOT EXISTS ${sql(`${schema}.${MigrationsTable}`)} (
-          migration_id integer PRIMARY KEY,
-          created_at timestamptz NOT NULL DEFAULT now(),
-          name text NOT NULL
-        )`
-        const newest = yield* sql<{ readonly newest: number | null }>`
-          SELECT max(migration_id) AS newest FROM ${sql(`${schema}.${MigrationsTable}`)}`
-        const found = newest[0]?.newest ?? 0
-        if (found > SchemaVersion) {
-          return yield* new Migrator.MigrationError({
-            reason: "failed",
-            message: `schema ${schema} is at version ${found}, newer than this relaykeep knows (${SchemaVersion}); upgrade relaykeep`
-          })
-        }
-        return yield* Migrator.make({})({
-          loader: Migrator.fromRecord(migrations(schema)),
-          table: `${schema}.${MigrationsTable}`
-        })
+        const found = yield* version
+        if (Option.isNone(found))
+          yield* sql`CREATE TABLE ${sql(table)} (
+            migration_id integer PRIMARY KEY,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            name text NOT NULL
+          )`
+        const current = Option.getOrElse(found, () => 0)
+        if (current > SchemaVersion) return yield* tooNew(current)
+        return yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(schema)), table })
       })
     )
-  )
+    return Effect.flatMap(version, (found) =>
+      Option.isSome(found) && found.value === SchemaVersion
+        ? Effect.succeed([])
+        : Option.isSome(found) && found.value > SchemaVersion
+          ? Effect.fail(tooNew(found.value))
+          : upgrade
+    )
+  })
