@@ -91,29 +91,33 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       { readonly sql: PgClient.PgClient; readonly secret: Uint8Array },
       StorageError
     > = yield* onceSuccessful(
-      Effect.gen(function* () {
-        const pool = yield* Scope.fork(layerScope, ExecutionStrategy.sequential)
-        const sql = yield* Scope.extend(connectPool(target, settings), pool).pipe(
-          Effect.onError((cause) => Scope.close(pool, Exit.failCause(cause)))
-        )
-        const fresh = Buffer.from(yield* host.randomBytes(SecretBytes)).toString("hex")
-        const rows = yield* retrying(
-          "open queue",
-          Effect.zipRight(
-            sql`INSERT INTO ${sql(queues)} (name, secret) VALUES (${target.queue}, ${fresh})
+      Effect.flatMap(Scope.fork(layerScope, ExecutionStrategy.sequential), (pool) =>
+        Effect.onError(
+          Effect.gen(function* () {
+            const sql = yield* Scope.extend(connectPool(target, settings), pool)
+            const fresh = Buffer.from(yield* host.randomBytes(SecretBytes)).toString("hex")
+            const rows = yield* retrying(
+              "open queue",
+              Effect.zipRight(
+                sql`INSERT INTO ${sql(queues)} (name, secret) VALUES (${target.queue}, ${fresh})
                 ON CONFLICT (name) DO NOTHING`,
-            sql<{ readonly secret: string }>`SELECT secret FROM ${sql(queues)} WHERE name = ${target.queue}`
-          )
+                sql<{
+                  readonly secret: string
+                }>`SELECT secret FROM ${sql(queues)} WHERE name = ${target.queue}`
+              )
+            )
+            const secret = rows[0]?.secret
+            if (secret === undefined || !HexSecret.test(secret))
+              return yield* storageErrorOf(
+                target,
+                "open queue",
+                "the queue's secret is missing or damaged (restore it from a backup: task ids depend on it)"
+              )
+            return { sql, secret: Uint8Array.from(Buffer.from(secret, "hex")) }
+          }),
+          (cause) => Scope.close(pool, Exit.failCause(cause))
         )
-        const secret = rows[0]?.secret
-        if (secret === undefined || !HexSecret.test(secret))
-          return yield* storageErrorOf(
-            target,
-            "open queue",
-            "the queue's secret is missing or damaged (restore it from a backup: task ids depend on it)"
-          )
-        return { sql, secret: Uint8Array.from(Buffer.from(secret, "hex")) }
-      })
+      )
     )
 
     const decode = (row: Row) => decodeRow(target, row)
