@@ -8,6 +8,7 @@ import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { InvalidRecordReport, TaskState, TaskSummary } from "../../src/domain/Task.js"
+import { spawnEnv } from "./environment.js"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const relaykeepBin = path.join(repo, "dist", "bin", "relaykeep.js")
@@ -22,7 +23,7 @@ export interface RunResult {
 }
 
 export interface RunOptions {
-  /** Extra environment; RELAYKEEP_ROOT and XDG_DATA_HOME are never inherited from the test run. */
+  /** Extra environment; no variable choosing a store is inherited from the test run. */
   readonly env?: Readonly<Record<string, string>>
   /** Written to the child's stdin, which is then closed (stdin is always closed). */
   readonly stdin?: string
@@ -36,9 +37,6 @@ const KillAfterMillis = 240_000
 /** Run `node <bin> ...args` and resolve when the process has exited and its pipes are closed. */
 export const run = (bin: string, args: ReadonlyArray<string>, options: RunOptions = {}): Promise<RunResult> =>
   new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env }
-    delete env["RELAYKEEP_ROOT"]
-    delete env["XDG_DATA_HOME"]
     const [command, argv] =
       options.umask === undefined
         ? [process.execPath, [bin, ...args]]
@@ -47,7 +45,7 @@ export const run = (bin: string, args: ReadonlyArray<string>, options: RunOption
             ["-c", `umask ${options.umask.toString(8)} && exec "$0" "$@"`, process.execPath, bin, ...args]
           ]
     const child = spawn(command, argv, {
-      env: { ...env, ...options.env },
+      env: spawnEnv(options.env),
       stdio: ["pipe", "pipe", "pipe"],
       timeout: KillAfterMillis,
       killSignal: "SIGKILL"

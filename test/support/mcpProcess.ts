@@ -9,6 +9,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { spawnEnv } from "./environment.js"
 
 export const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const bin = (name: string): string => path.join(repo, "dist", "bin", `${name}.js`)
@@ -27,7 +28,7 @@ export interface RunResult {
 
 /**
  * Run `node <binary> ...args` with stdin closed at once; resolves once it
- * has exited and its pipes are closed. RELAYKEEP_ROOT and XDG_DATA_HOME are not inherited.
+ * has exited and its pipes are closed. No variable choosing a store is inherited.
  */
 export const runNode = (
   binary: string,
@@ -35,11 +36,8 @@ export const runNode = (
   options: { readonly env?: Readonly<Record<string, string>> } = {}
 ): Promise<RunResult> =>
   new Promise((resolve, reject) => {
-    const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }
-    delete env["RELAYKEEP_ROOT"]
-    delete env["XDG_DATA_HOME"]
     const child = spawn(process.execPath, [binary, ...args], {
-      env,
+      env: spawnEnv(options.env),
       stdio: ["pipe", "pipe", "pipe"],
       timeout: KillAfterMillis,
       killSignal: "SIGKILL"

@@ -14,6 +14,7 @@ import { WatchSummary } from "../../../src/worker/watch.js"
 import { fakeClaude, isRunning } from "../../support/fakeCli.js"
 import { relaykeepBin } from "../../support/mcpProcess.js"
 import { callOk, useMcpTest } from "../../support/mcpStdio.js"
+import { spawnEnv } from "../../support/environment.js"
 
 // Registered before our own afterEach, so it runs after it: workers die before their roots go.
 const mcp = useMcpTest()
@@ -80,9 +81,6 @@ const waitFor = async <A>(
 const startWorker = (root: string, dir: string, effects: string) => {
   const workDir = path.join(dir, "work")
   fs.mkdirSync(workDir, { recursive: true })
-  const env: NodeJS.ProcessEnv = { ...process.env }
-  delete env["RELAYKEEP_ROOT"]
-  delete env["XDG_DATA_HOME"]
   const child = spawn(
     process.execPath,
     [
@@ -101,14 +99,13 @@ const startWorker = (root: string, dir: string, effects: string) => {
       "json"
     ],
     {
-      env: {
-        ...env,
+      env: spawnEnv({
         PATH: `${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`,
         FAKE_SCENARIO: "scripted",
         FAKE_EFFECTS: effects,
         FAKE_PIDS_DIR: dir,
         FAKE_LIFETIME_MS: "60000"
-      },
+      }),
       stdio: ["ignore", "pipe", "pipe"]
     }
   )
