@@ -52,9 +52,18 @@ export class Host extends Context.Tag("relaykeep/Host")<
         Effect.orElseSucceed(() => "no-boot-id")
       )
       const pidNamespace = yield* fs.readLink("/proc/self/ns/pid").pipe(Effect.option)
+      const machine = machineName(
+        process.env["RELAYKEEP_HOST"],
+        Option.getOrUndefined(pidNamespace),
+        hostname()
+      )
+      if (machine.ignored)
+        yield* Effect.logWarning(
+          `RELAYKEEP_HOST ignored: it must be 1-255 characters of letters, digits and _.:@/- starting with a letter or digit; using ${machine.name}`
+        )
       return Host.of({
         pid: process.pid,
-        hostname: yield* machineName(Option.getOrUndefined(pidNamespace)),
+        hostname: machine.name,
         bootId,
         isAlive: (pid) => Effect.sync(() => processExists(pid)),
         token: Effect.sync(() => randomUUID().replaceAll("-", "")),
@@ -101,25 +110,26 @@ const InitialPidNamespace = "pid:[4026531836]"
 const MachineName = /^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,254}$/
 
 /**
- * How leases name this machine. RELAYKEEP_HOST wins: set it where machines (or containers)
- * share a hostname, since a reaper checks pids only for leases of its own machine. Without
- * it, the hostname, and inside a pid namespace (a container) the namespace too: two
- * containers with one hostname do not share a process table.
+ * How leases name this machine. `chosen` (RELAYKEEP_HOST) wins: set it where machines (or
+ * containers) share a hostname, since a reaper checks pids only for leases of its own machine.
+ * Without it, the hostname, and inside a pid namespace (a container) the namespace too: two
+ * containers with one hostname do not share a process table. `ignored` says that `chosen` was
+ * not a valid name.
  */
-const machineName = (pidNamespace: string | undefined) =>
-  Effect.gen(function* () {
-    const chosen = process.env["RELAYKEEP_HOST"]
-    if (chosen !== undefined && chosen !== "") {
-      if (MachineName.test(chosen)) return chosen
-      yield* Effect.logWarning(
-        "RELAYKEEP_HOST ignored: it must be 1-255 characters of letters, digits and _.:@/- starting with a letter or digit"
-      )
-    }
-    const inner = pidNamespace?.match(/^pid:\[(\d+)\]$/)?.[1]
-    return pidNamespace === undefined || pidNamespace === InitialPidNamespace || inner === undefined
-      ? hostname()
-      : `${hostname()}/pidns-${inner}`
-  })
+export const machineName = (
+  chosen: string | undefined,
+  pidNamespace: string | undefined,
+  systemName: string
+): { readonly name: string; readonly ignored: boolean } => {
+  if (chosen !== undefined && chosen !== "" && MachineName.test(chosen))
+    return { name: chosen, ignored: false }
+  const inner = pidNamespace?.match(/^pid:\[(\d+)\]$/)?.[1]
+  const name =
+    pidNamespace === undefined || pidNamespace === InitialPidNamespace || inner === undefined
+      ? systemName
+      : `${systemName}/pidns-${inner}`
+  return { name, ignored: chosen !== undefined && chosen !== "" }
+}
 
 const environmentSnapshot = (): Record<string, string> =>
   Object.fromEntries(
