@@ -217,6 +217,9 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           Effect.logDebug(`LISTEN ${target.display}: ${typeof error === "string" ? error : error.message}`)
         ),
         Effect.retry(relistenSchedule),
+        // The first subscriber may be inside an uninterruptible region (a claim, say); the
+        // listener must still stop when the layer closes.
+        Effect.interruptible,
         Effect.forkIn(layerScope)
       )
     )
