@@ -7,7 +7,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
-import { Duration, Effect, Schedule } from "effect"
+import { Duration, Effect, Option, Schedule } from "effect"
 import { StorageError } from "../../domain/errors.js"
 import { migrate } from "./schema.js"
 import type { PgTarget } from "./target.js"
@@ -42,7 +42,7 @@ export const messageOf = (cause: unknown): string | undefined =>
 export const isTransient = (error: SqlError): boolean => {
   const code = codeOf(error.cause)
   if (code !== undefined) return transientCodes.has(code) || code.startsWith("08")
-  return /connection terminated|connection ended|connection timeout|timeout exceeded when trying to connect|connection timed out/i.test(
+  return /connection terminated|connection ended|connection timeout|timeout exceeded when trying to connect|connection timed out|not queryable/i.test(
     messageOf(error.cause) ?? error.message
   )
 }
@@ -74,6 +74,11 @@ export const retryingOn =
     body: Effect.Effect<A, E | SqlError, R>
   ): Effect.Effect<A, Exclude<E, SqlError> | StorageError, R> =>
     body.pipe(
+      // @effect/sql turns a ROLLBACK or COMMIT that fails (on a connection that just broke)
+      // into a defect; it is the same broken connection, so it is retried like any other.
+      Effect.catchSomeDefect((defect) =>
+        isSqlError(defect) ? Option.some(Effect.fail(defect)) : Option.none()
+      ),
       Effect.retry({ schedule: retrySchedule, while: (error) => isSqlError(error) && isTransient(error) }),
       Effect.catchIf(isSqlError, (error) =>
         Effect.fail(storageErrorOf(target, operation, messageOf(error.cause) ?? error.message))

@@ -1,0 +1,147 @@
+/**
+ * The PostgreSQL store's schema and queues: created once by many processes starting at once,
+ * refused when newer than this build, shared by several queues that never see each other's
+ * tasks, and keyed by a secret that outlives every store instance.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Option } from "effect"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import { pgAvailable, pgQuery, pgStoreAt, scopedSchema } from "../support/pg.js"
+
+const id = (text: string) => ClientRequestId.make(text)
+const worker = { workerId: "w1", leaseMillis: 60_000 }
+const Opening = 6
+
+describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
+  it.scopedLive(
+    `${Opening} stores opening a fresh schema at once all succeed, migrate it once and share one key`,
+    () =>
+      Effect.gen(function* () {
+        // Several rounds, each on an empty schema: the race is in the first moments only.
+        for (let round = 0; round < 3; round++) {
+          const schema = yield* scopedSchema
+          // Separate layers: each store has a pool of its own, as separate processes would.
+          const stores = yield* Effect.all(
+            Array.from({ length: Opening }, (_, i) =>
+              pgStoreAt(schema, { hostname: `machine-${i}`, pid: 100 + i })
+            ),
+            { concurrency: "unbounded" }
+          )
+          const migrations = yield* Effect.promise(() =>
+            pgQuery<{ readonly migration_id: number }>(`SELECT migration_id FROM "${schema}".migrations`)
+          )
+          assert.deepStrictEqual(
+            migrations.map((row) => row.migration_id),
+            [1],
+            "version 1 recorded exactly once"
+          )
+          const queues = yield* Effect.promise(() => pgQuery(`SELECT name FROM "${schema}".queues`))
+          assert.lengthOf(queues, 1, "one queue, one secret")
+          const receipts = yield* Effect.all(
+            stores.map((store) => store.submit({ clientRequestId: id("same"), payload: { n: 1 } })),
+            { concurrency: "unbounded" }
+          )
+          for (const receipt of receipts)
+            assert.deepStrictEqual(receipt, receipts[0], "one task for one request id")
+          const check = yield* Effect.promise(() => pgQuery(`SELECT task_id FROM "${schema}".tasks`))
+          assert.lengthOf(check, 1)
+        }
+      })
+  )
+
+  it.scopedLive("a schema at a newer version than this build is refused: upgrade relaykeep", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const first = yield* pgStoreAt(schema)
+      const receipt = yield* first.submit({ clientRequestId: id("before"), payload: { n: 1 } })
+      yield* Effect.promise(() =>
+        pgQuery(`INSERT INTO "${schema}".migrations (migration_id, name) VALUES (999, 'from_the_future')`)
+      )
+      const refused = yield* Effect.flip(Effect.as(pgStoreAt(schema), "the store opened a newer schema"))
+      assert.strictEqual(refused._tag, "StorageError")
+      assert.match(refused.message, /version 999/)
+      assert.match(refused.message, /upgrade relaykeep/)
+      assert.include(refused.message, `schema ${schema}`)
+      // Refused without touching anything: the versions and the task are as they were.
+      const versions = yield* Effect.promise(() =>
+        pgQuery<{ readonly migration_id: number }>(
+          `SELECT migration_id FROM "${schema}".migrations ORDER BY migration_id`
+        )
+      )
+      assert.deepStrictEqual(
+        versions.map((row) => row.migration_id),
+        [1, 999]
+      )
+      const rows = yield* Effect.promise(() =>
+        pgQuery(`SELECT task_id FROM "${schema}".tasks WHERE task_id = $1`, [receipt.task_id])
+      )
+      assert.lengthOf(rows, 1)
+    })
+  )
+
+  it.scopedLive("two queues in one schema never see each other's tasks, and key them differently", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const alpha = yield* pgStoreAt(schema, {}, "alpha")
+      const beta = yield* pgStoreAt(schema, {}, "beta.2")
+      const request = { clientRequestId: id("shared-id"), payload: { n: 1 } }
+      const a = yield* alpha.submit(request)
+      const b = yield* beta.submit(request)
+      assert.notStrictEqual(a.task_id, b.task_id, "each queue has its own key")
+      const secrets = yield* Effect.promise(() =>
+        pgQuery<{ readonly name: string; readonly secret: string }>(
+          `SELECT name, secret FROM "${schema}".queues ORDER BY name`
+        )
+      )
+      assert.deepStrictEqual(
+        secrets.map((row) => row.name),
+        ["alpha", "beta.2"]
+      )
+      assert.notStrictEqual(secrets[0]?.secret, secrets[1]?.secret)
+
+      // Alpha cannot read, cancel or claim beta's task, and lists only its own.
+      for (const outcome of [
+        yield* Effect.either(Effect.asVoid(alpha.read(b.task_id, b.payload_sha256))),
+        yield* Effect.either(Effect.asVoid(alpha.cancel(b.task_id, b.payload_sha256))),
+        yield* Effect.either(Effect.asVoid(alpha.claim(b.task_id, worker)))
+      ]) {
+        assert.isTrue(Either.isLeft(outcome) && outcome.left._tag === "UnknownTask", JSON.stringify(outcome))
+      }
+      assert.deepStrictEqual(
+        (yield* alpha.list({})).tasks.map((task) => task.task_id),
+        [a.task_id]
+      )
+      assert.deepStrictEqual((yield* alpha.live).queued, [a.task_id])
+      assert.strictEqual((yield* alpha.check).records, 1)
+
+      // A claim in alpha leaves beta's queue as it was.
+      const claimed = yield* alpha.claim(a.task_id, worker)
+      assert.isTrue(Option.isSome(claimed))
+      assert.strictEqual((yield* beta.read(b.task_id, b.payload_sha256)).state, "queued")
+      assert.deepStrictEqual((yield* beta.live).queued, [b.task_id])
+      assert.deepStrictEqual((yield* beta.live).running, [])
+    })
+  )
+
+  it.scopedLive("a schema opened again keeps its key: the same request id names the same task", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const request = { clientRequestId: id("kept"), payload: { n: 1 } }
+      // Each store is opened and closed in a scope of its own, pool and all.
+      const first = yield* Effect.scoped(Effect.flatMap(pgStoreAt(schema), (store) => store.submit(request)))
+      const again = yield* Effect.scoped(Effect.flatMap(pgStoreAt(schema), (store) => store.submit(request)))
+      assert.deepStrictEqual(again, first, "the identical receipt")
+      const other = yield* Effect.scoped(
+        Effect.flatMap(pgStoreAt(schema, {}, "other"), (store) => store.submit(request))
+      )
+      assert.notStrictEqual(other.task_id, first.task_id)
+      const later = yield* Effect.scoped(
+        Effect.flatMap(pgStoreAt(schema), (store) =>
+          Effect.zip(store.read(first.task_id, first.payload_sha256), store.check)
+        )
+      )
+      assert.strictEqual(later[0].state, "queued")
+      assert.strictEqual(later[1].records, 1)
+    })
+  )
+})
