@@ -152,6 +152,9 @@ export const transitionOperations = <Fail>(host: Host["Type"], apply: ApplyStep<
     return yield* apply(
       taskId,
       (record, now) => {
+        // A claim run again after its commit was cut off finds its own lease: it did win.
+        if (record.state === "running" && record.lease?.owner_token === claimant.owner_token)
+          return Either.right([undefined, Option.some({ record, lease: record.lease })] as const)
         const next =
           request.accept === undefined || request.accept(record)
             ? Transitions.claim(record, claimant, now, request.leaseMillis, request.retry)
