@@ -31,9 +31,11 @@ export const listen = (
             })
         ),
         (client) =>
+          // Only the wait is interruptible, so that the timeout can cut it short: the release
+          // itself must run even when the stream is being interrupted.
           Effect.promise(() => client.end().catch(() => undefined)).pipe(
-            Effect.timeoutOption(1000),
-            Effect.interruptible
+            Effect.interruptible,
+            Effect.timeoutOption(1000)
           )
       )
       client.on("error", (error) => broken(error.message))
