@@ -5,25 +5,25 @@
  * every process started here.
  */
 import { afterAll } from "@effect/vitest"
-import { Schema } from "effect"
+import { Effect, Exit, Schema, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import pg from "pg"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import type { JsonObject, Receipt } from "../../src/domain/Task.js"
 import { TaskRecord } from "../../src/domain/Task.js"
 import { relaykeepBin } from "../support/cli.js"
+import { spawnEnv } from "../support/environment.js"
 import { isRunning } from "../support/fakeCli.js"
+import { pgQuery, pgStoreAt, pgUrl } from "../support/pg.js"
 
 /** Where `#!/usr/bin/env node` (the fake CLIs) finds node. */
 export const pathWithNode = `${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`
 
-/** The environment of a spawned binary: the test's own, minus the variables that pick a root. */
-export const childEnv = (extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extra }
-  delete env["RELAYKEEP_ROOT"]
-  delete env["XDG_DATA_HOME"]
-  return env
-}
+/** The environment of a spawned binary: the test's own, minus every variable that picks a store. */
+export const childEnv = (extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv => spawnEnv(extra)
 
 /**
  * Fresh temp directories, removed after the calling file's tests (kept, for a post-mortem,
@@ -316,4 +316,88 @@ export const seededRandom = (seed: number): (() => number) => {
 export const report = (name: string, facts: Readonly<Record<string, unknown>>): void => {
   if (process.env["RELAYKEEP_CHAOS_REPORT"] === undefined) return
   process.stderr.write(`[chaos] ${name}: ${JSON.stringify(facts)}\n`)
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL (issue 6): the same chaos over a queue in a schema of the test's own
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The flags that point a command at the default queue of `schema` on RELAYKEEP_TEST_PG_URL
+ * (the queue named too, though `childEnv` drops a RELAYKEEP_QUEUE of the developer's shell).
+ */
+export const pgStoreArgs = (schema: string): ReadonlyArray<string> => {
+  if (pgUrl === undefined) throw new Error("RELAYKEEP_TEST_PG_URL is not set")
+  return ["--store", pgUrl, "--pg-schema", schema, "--queue", "default"]
+}
+
+/** Poll an asynchronous `condition` until it holds (true) or `timeoutMillis` passed (false). */
+export const waitForAsync = async (
+  condition: () => Promise<boolean>,
+  timeoutMillis: number,
+  everyMillis = 250
+): Promise<boolean> => {
+  const deadline = Date.now() + timeoutMillis
+  while (true) {
+    if (await condition()) return true
+    if (Date.now() >= deadline) return false
+    await delay(everyMillis)
+  }
+}
+
+export interface PgQueue {
+  readonly submit: (id: string, payload: JsonObject) => Promise<Receipt>
+  /** Tasks queued or running: zero once every one has reached an end. */
+  readonly live: () => Promise<number>
+  readonly close: () => Promise<void>
+}
+
+const LiveCount = Schema.Array(Schema.Struct({ live: Schema.NumberFromString }))
+const decodeLiveCount = Schema.decodeUnknownSync(LiveCount)
+
+/**
+ * The default queue of `schema`, opened once in this process: submissions through the real
+ * PostgreSQL store (submitting is not what these tests are about), and the count of live tasks
+ * straight from the table on a connection of its own, so that a broken store under test
+ * cannot make the queue look drained.
+ */
+export const openPgQueue = async (schema: string): Promise<PgQueue> => {
+  if (pgUrl === undefined) throw new Error("RELAYKEEP_TEST_PG_URL is not set")
+  const scope = await Effect.runPromise(Scope.make())
+  const store = await Effect.runPromise(Scope.extend(pgStoreAt(schema), scope))
+  const client = new pg.Client({ connectionString: pgUrl })
+  await client.connect()
+  return {
+    submit: (id, payload) =>
+      Effect.runPromise(store.submit({ clientRequestId: ClientRequestId.make(id), payload })),
+    live: async () => {
+      const result = await client.query(
+        `SELECT count(*) AS live FROM "${schema}".tasks WHERE queue = 'default' AND state IN ('queued', 'running')`
+      )
+      return decodeLiveCount(result.rows)[0]?.live ?? 0
+    },
+    close: async () => {
+      await client.end()
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  }
+}
+
+const PgRecordRow = Schema.Struct({ task_id: Schema.String, state: Schema.String, record: Schema.String })
+const decodePgRecordRows = Schema.decodeUnknownSync(Schema.Array(PgRecordRow))
+
+/**
+ * Every record of the default queue in `schema`, straight from the table and decoded; a row
+ * whose record does not decode, or whose state column disagrees with its record, throws.
+ */
+export const readPgRecords = async (schema: string): Promise<ReadonlyArray<TaskRecord>> => {
+  const rows = decodePgRecordRows(
+    await pgQuery(`SELECT task_id, state, record FROM "${schema}".tasks WHERE queue = 'default'`)
+  )
+  return rows.map((row) => {
+    const record = decodeRecord(row.record)
+    if (record.task_id !== row.task_id || record.state !== row.state)
+      throw new Error(`the row of ${row.task_id} (state ${row.state}) disagrees with its record`)
+    return record
+  })
 }
