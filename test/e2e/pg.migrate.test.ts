@@ -254,16 +254,37 @@ describe.skipIf(!pgAvailable)("relaykeep migrate into PostgreSQL", { timeout: 15
     assert.deepStrictEqual(await tasksIn("from-running"), [])
   })
 
-  it("refuses a queue that already holds tasks under another key: exit 2, the queue as it was", async () => {
+  it("refuses a queue that already exists with a key of its own: exit 2, the queue as it was", async () => {
     const occupant = jsonOutput(
       Receipt,
       await onPg("occupied", "submit", ["--id", "first-come", "--payload", '{"n":0}'])
     )
     const message = refused(await migrate(source.root, "occupied"), "--to")
-    assert.include(message, "another key")
+    assert.include(message, "key of its own")
     assert.deepStrictEqual(await tasksIn("occupied"), [occupant.task_id])
     const view = jsonOutput(TaskView, await onPg("occupied", "read", receiptArgs(occupant)))
     assert.strictEqual(view.state, "queued")
+  })
+
+  it("a second run that meets a task changed since refuses, and keeps nothing of itself", async () => {
+    const root = tempDir()
+    const [kept, changed] = await seedTasks(root, [
+      { id: "kept", payload: { n: 1 } },
+      { id: "changed", payload: { n: 2 } }
+    ])
+    jsonOutput(MigrateReport, await migrate(root, "rerun"))
+    // The source moves on: one task is cancelled there, and a new one arrives.
+    const cancel = await relaykeep(["cancel", "--root", root, ...receiptArgs(must(changed, "changed"))])
+    assert.strictEqual(cancel.code, 0, cancel.stderr)
+    await seedTasks(root, [{ id: "newcomer", payload: { n: 3 } }])
+    const message = refused(await migrate(root, "rerun"), "--to")
+    assert.include(message, must(changed, "changed").task_id)
+    assert.include(message, "other contents")
+    // Rolled back whole: the newcomer was not copied, and the queue holds what the first run left.
+    assert.sameMembers(
+      [...(await tasksIn("rerun"))],
+      [must(kept, "kept").task_id, must(changed, "changed").task_id]
+    )
   })
 
   it("refuses a --from that is not a data root: exit 2, nothing copied", async () => {

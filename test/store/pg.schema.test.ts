@@ -79,6 +79,32 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
     })
   )
 
+  it.scopedLive("a migration that fails is a StorageError naming it, and leaves the schema as it was", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      // Someone else's table where the first migration creates one.
+      yield* Effect.promise(() => pgQuery(`CREATE SCHEMA "${schema}"`))
+      yield* Effect.promise(() => pgQuery(`CREATE TABLE "${schema}".tasks (theirs integer)`))
+      const refused = yield* Effect.flip(
+        Effect.as(pgStoreAt(schema), "the store opened over a foreign table")
+      )
+      assert.strictEqual(refused._tag, "StorageError")
+      assert.match(refused.message, /migrate/)
+      assert.match(refused.message, /already exists/)
+      // The failed migration rolled back whole: no migrations table, no queues, their table intact.
+      const tables = yield* Effect.promise(() =>
+        pgQuery<{ readonly table_name: string }>(
+          "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name",
+          [schema]
+        )
+      )
+      assert.deepStrictEqual(
+        tables.map((row) => row.table_name),
+        ["tasks"]
+      )
+    })
+  )
+
   it.scopedLive("two queues in one schema never see each other's tasks, and key them differently", () =>
     Effect.gen(function* () {
       const schema = yield* scopedSchema

@@ -201,8 +201,9 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
 
     /**
      * The notifications of this queue, from one LISTEN connection opened by the first
-     * subscriber and kept for the life of the layer. None is the connection (re)opening:
-     * anything sent while it was down was lost, so every waiter should look again.
+     * subscriber and kept for the life of the layer. None is the connection (re)opening, or
+     * a notice naming no task: anything sent while it was down was lost, so every worker
+     * looks at the queue again (a waiting read, which follows one task, keeps to its poll).
      */
     const notices = yield* PubSub.sliding<Option.Option<readonly [TaskId, string]>>(1024)
     const startListening = yield* Effect.once(
@@ -217,8 +218,8 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           Effect.logDebug(`LISTEN ${target.display}: ${typeof error === "string" ? error : error.message}`)
         ),
         Effect.retry(relistenSchedule),
-        // The first subscriber may be inside an uninterruptible region (a claim, say); the
-        // listener must still stop when the layer closes.
+        // Whoever subscribes first may do so inside an uninterruptible region; the listener
+        // must still stop when the layer closes.
         Effect.interruptible,
         Effect.forkIn(layerScope)
       )

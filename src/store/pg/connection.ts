@@ -4,6 +4,7 @@
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import type { MigrationError } from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
@@ -28,7 +29,9 @@ const transientCodes = new Set([
   "57P03", // cannot_connect_now
   "53300", // too_many_connections
   "40001", // serialization_failure
-  "40P01" // deadlock_detected
+  "40P01", // deadlock_detected
+  "25006", // read_only_sql_transaction: a failover's old primary, still answering
+  "EAI_AGAIN" // a name lookup that failed for a moment (a failover moving a DNS name)
 ])
 
 const codeOf = (cause: unknown): string | undefined =>
@@ -57,6 +60,9 @@ const retrySchedule = Schedule.exponential(Duration.millis(100)).pipe(
   Schedule.union(Schedule.spaced(Duration.seconds(2))),
   Schedule.upTo(RetryWindow)
 )
+const isMigrationError = (error: unknown): error is MigrationError =>
+  typeof error === "object" && error !== null && "_tag" in error && error._tag === "MigrationError"
+
 export const isSqlError = (error: unknown): error is SqlError =>
   typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError"
 
@@ -106,10 +112,28 @@ export const connectPool = (
         applicationName: "relaykeep"
       }).pipe(Effect.provide(Reactivity.layer))
     )
-    yield* retrying("migrate", migrate(target.schema).pipe(Effect.provideService(SqlClient, sql))).pipe(
-      Effect.catchTag("MigrationError", (error) =>
-        Effect.fail(storageErrorOf(target, "migrate", error.message))
+    yield* retrying(
+      "migrate",
+      migrate(target.schema).pipe(
+        Effect.provideService(SqlClient, sql),
+        // The Migrator turns a failing migration into a defect; it is this store's failure to open.
+        Effect.catchSomeDefect((defect) =>
+          isMigrationError(defect) ? Option.some(Effect.fail(defect)) : Option.none()
+        )
       )
+    ).pipe(
+      Effect.catchTag("MigrationError", (error) => {
+        const cause = isSqlError(error.cause)
+          ? (messageOf(error.cause.cause) ?? error.cause.message)
+          : undefined
+        return Effect.fail(
+          storageErrorOf(
+            target,
+            "migrate",
+            cause === undefined ? error.message : `${error.message}: ${cause}`
+          )
+        )
+      })
     )
     return sql
   })

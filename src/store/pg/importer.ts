@@ -57,7 +57,8 @@ export const importRecords = (
     const tasks = `${target.schema}.tasks`
     const queues = `${target.schema}.queues`
     const key = Buffer.from(secret).toString("hex")
-    const refused = (reason: string) => Either.left(new InvalidInput({ field: "--to", reason }))
+    // A refusal fails the transaction, so that it rolls back: nothing of the run is kept.
+    const refused = (reason: string) => new InvalidInput({ field: "--to", reason })
 
     const readBack = (ids: ReadonlyArray<string>) =>
       sql<Row>`SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
@@ -73,17 +74,13 @@ export const importRecords = (
             ON CONFLICT (name) DO NOTHING RETURNING name`
           const held = yield* sql<{ readonly secret: string }>`
             SELECT secret FROM ${sql(queues)} WHERE name = ${target.queue} FOR UPDATE`
-          let adopted: ImportReport["key"] = created.length > 0 ? "adopted" : "same"
-          if (held[0]?.secret !== key) {
-            const present = yield* sql<{ readonly n: string }>`
-              SELECT count(*) AS n FROM ${sql(tasks)} WHERE queue = ${target.queue}`
-            if (Number(present[0]?.n ?? 0) > 0)
-              return refused(
-                `queue ${target.queue} already holds tasks under another key; migrate into a new --queue (or an empty one)`
-              )
-            yield* sql`UPDATE ${sql(queues)} SET secret = ${key} WHERE name = ${target.queue}`
-            adopted = "adopted"
-          }
+          // A queue that existed already made its key when something first opened it, and
+          // whatever opened it may still hold that key: only a queue made now takes the source's.
+          if (created.length === 0 && held[0]?.secret !== key)
+            return yield* refused(
+              `queue ${target.queue} already exists with a key of its own (something opened it before); migrate into a new --queue`
+            )
+          const adopted: ImportReport["key"] = created.length > 0 ? "adopted" : "same"
           let copied = 0
           let present = 0
           for (const batch of batches(records)) {
@@ -102,7 +99,7 @@ export const importRecords = (
               const row = existing.get(record.task_id)
               const stored = row === undefined ? undefined : Either.getOrUndefined(decodeRow(target, row))
               if (stored === undefined || fingerprint(stored) !== fingerprint(record))
-                return refused(
+                return yield* refused(
                   `task ${record.task_id} is already in queue ${target.queue} with other contents; nothing was copied`
                 )
               present += 1
@@ -110,11 +107,10 @@ export const importRecords = (
           }
           // Workers waiting on this queue look at it now.
           yield* sql`SELECT pg_notify(${NotifyChannel}, ${lookAgainNotice(target)})`
-          return Either.right({ copied, present, adopted })
+          return { copied, present, adopted }
         })
       )
     )
-    if (Either.isLeft(written)) return yield* written.left
 
     // The check: read every record back and compare it with its source.
     let verified = 0
@@ -146,11 +142,11 @@ export const importRecords = (
         reason: `queue ${target.queue} counts ${queueTotal} tasks, fewer than the ${verified} copied`
       })
     return {
-      copied: written.right.copied,
-      already_present: written.right.present,
+      copied: written.copied,
+      already_present: written.present,
       verified,
       queue_total: queueTotal,
       states,
-      key: written.right.adopted
+      key: written.adopted
     }
   })

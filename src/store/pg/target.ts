@@ -68,6 +68,13 @@ export const pgTarget = (options: PgStoreOptions): Either.Either<PgTarget, Inval
         reason: "must be 1-63 characters of a-z, 0-9 and _, not starting with a digit"
       })
     )
+  if (schema.startsWith("pg_") || schema === "information_schema" || schema === "public")
+    return Either.left(
+      new InvalidInput({
+        field: "--pg-schema",
+        reason: `${schema} belongs to PostgreSQL or to everyone; give RelayKeep a schema of its own`
+      })
+    )
   if (!QueueName.test(queue))
     return Either.left(
       new InvalidInput({
