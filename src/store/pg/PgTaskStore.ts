@@ -48,7 +48,7 @@ import {
 } from "../shared.js"
 import { listen } from "./listen.js"
 import type { Row } from "./rows.js"
-import { decodeRow, NotifyChannel, noticeOf, readNotice, rowOf } from "./rows.js"
+import { decodeRow, RowColumns, NotifyChannel, noticeOf, readNotice, rowOf } from "./rows.js"
 import { connectPool, retryingOn, storageErrorOf } from "./connection.js"
 import type { PgTarget } from "./target.js"
 import { DefaultConnectTimeoutMillis } from "./target.js"
@@ -137,7 +137,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           sql.withTransaction(
             Effect.gen(function* () {
               const rows = yield* sql<Row>`
-                SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+                SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
                 WHERE queue = ${target.queue} AND task_id = ${taskId}
                 FOR UPDATE ${sql.literal(onBusy === undefined ? "" : "SKIP LOCKED")}`
               const row = rows[0]
@@ -185,7 +185,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       const rows = yield* selectRows(
         "read the live tasks of",
         (sql) => sql<Row>`
-          SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+          SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
           WHERE queue = ${target.queue} AND state IN ('queued', 'running')
           ORDER BY created_at, task_id`
       )
@@ -251,7 +251,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
               return Option.none<Row>()
             }
             const rows = yield* sql<Row>`
-              SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+              SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
               WHERE queue = ${target.queue} AND task_id = ${taskId}`
             return Option.fromNullable(rows[0])
           })
@@ -266,7 +266,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         selectRows(
           "read",
           (sql) => sql<Row>`
-            SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+            SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue} AND task_id = ${taskId}`
         ),
         (rows): Effect.Effect<TaskRecord, UnknownTask | InvalidRecord> => {
@@ -286,7 +286,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         const rows = yield* selectRows(
           "list",
           (sql) => sql<Row>`
-            SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+            SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue}
               ${request.state === undefined ? sql.literal("") : sql`AND state = ${request.state}`}
               ${from === undefined ? sql.literal("") : sql`AND (created_at, task_id) < (${from[0]}, ${from[1]})`}
@@ -326,7 +326,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         const rows = yield* selectRows(
           "check",
           (sql) => sql<Row>`
-            SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+            SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue}`
         )
         const { records, invalid } = sortRows(rows)

@@ -17,7 +17,7 @@ import { emptyStateCounts } from "../shared.js"
 import type { PoolSettings } from "./connection.js"
 import { connectPool, retryingOn } from "./connection.js"
 import type { Row } from "./rows.js"
-import { decodeRow, lookAgainNotice, NotifyChannel, rowOf } from "./rows.js"
+import { decodeRow, RowColumns, lookAgainNotice, NotifyChannel, rowOf } from "./rows.js"
 import type { PgTarget } from "./target.js"
 
 export interface ImportReport {
@@ -61,7 +61,7 @@ export const importRecords = (
     const refused = (reason: string) => new InvalidInput({ field: "--to", reason })
 
     const readBack = (ids: ReadonlyArray<string>) =>
-      sql<Row>`SELECT task_id, state, created_at, not_before, record FROM ${sql(tasks)}
+      sql<Row>`SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
         WHERE queue = ${target.queue} AND task_id IN ${sql.in(ids)}`
 
     const written = yield* retrying(

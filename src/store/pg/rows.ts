@@ -18,6 +18,9 @@ export interface Row {
   readonly record: string
 }
 
+/** The columns of a Row, for `SELECT`. */
+export const RowColumns = "task_id, state, created_at, not_before, record"
+
 /** The row of `record` in `queue`, ready for `sql.insert`. */
 export const rowOf = (queue: string, record: TaskRecord) => ({
   queue,
