@@ -31,7 +31,7 @@ export type {
 } from "./services/TaskStore.js"
 export type { FileStoreOptions } from "./store/file/FileTaskStore.js"
 export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"
-export type { PgStoreOptions } from "./store/pg/target.js"
+export type { PgStoreOptions } from "./store/postgres/target.js"
 
 export { runPass, PassReport, DefaultLeaseMillis } from "./worker/pass.js"
 export { reapOrphans, ReapReport, ReapedTask } from "./worker/reap.js"

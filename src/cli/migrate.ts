@@ -38,7 +38,7 @@ export const migrate = Command.make("migrate", { from, to, ...pgOptions }, (args
         field: "--from",
         reason: `${running.length} task(s) still running, nothing copied: stop the workers first (they give their tasks back), or run relaykeep recover if they died: ${named(running.map((r) => r.task_id))}`
       })
-    const { importRecords } = yield* Effect.promise(() => import("../store/pg/importer.js"))
+    const { importRecords } = yield* Effect.promise(() => import("../store/postgres/importer.js"))
     const report = yield* Effect.scoped(
       importRecords(target, source.secret, source.records, { maxConnections: options.maxConnections })
     )

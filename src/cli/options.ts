@@ -9,8 +9,14 @@ import { InvalidInput } from "../domain/errors.js"
 import type { Host } from "../services/Host.js"
 import { AuditLog } from "../mcp/AuditLog.js"
 import { TaskStore } from "../services/TaskStore.js"
-import type { PgStoreOptions } from "../store/pg/target.js"
-import { DefaultMaxConnections, DefaultQueue, DefaultSchema, isPgUrl, pgTarget } from "../store/pg/target.js"
+import type { PgStoreOptions } from "../store/postgres/target.js"
+import {
+  DefaultMaxConnections,
+  DefaultQueue,
+  DefaultSchema,
+  isPgUrl,
+  pgTarget
+} from "../store/postgres/target.js"
 
 /** An environment variable that is set and not empty (read through Effect's Config). */
 export const nonEmptyEnv = (name: string) =>

@@ -17,8 +17,8 @@ import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
 import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
 import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
 import { makeMemoryTaskStore } from "../store/memory/MemoryTaskStore.js"
-import type { PgStoreOptions } from "../store/pg/target.js"
-import { pgTarget } from "../store/pg/target.js"
+import type { PgStoreOptions } from "../store/postgres/target.js"
+import { pgTarget } from "../store/postgres/target.js"
 import type { Host } from "./Host.js"
 import { Lock } from "./Lock.js"
 import type {
@@ -228,7 +228,7 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
       TaskStore,
       Effect.gen(function* () {
         const target = yield* pgTarget(options)
-        const { makePgTaskStore } = yield* Effect.promise(() => import("../store/pg/PgTaskStore.js"))
+        const { makePgTaskStore } = yield* Effect.promise(() => import("../store/postgres/PgTaskStore.js"))
         return yield* makePgTaskStore({
           target,
           maxConnections: options.maxConnections,

@@ -10,19 +10,7 @@
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import {
-  Clock,
-  Duration,
-  Effect,
-  Either,
-  ExecutionStrategy,
-  Exit,
-  Option,
-  PubSub,
-  Schedule,
-  Scope,
-  Stream
-} from "effect"
+import { Clock, Effect, Either, Option } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
@@ -46,10 +34,10 @@ import {
   readiness,
   transitionOperations
 } from "../shared.js"
-import { listen } from "./listen.js"
 import type { Row } from "./rows.js"
-import { decodeRow, RowColumns, NotifyChannel, noticeOf, readNotice, rowOf } from "./rows.js"
-import { connectPool, retryingOn, storageErrorOf } from "./connection.js"
+import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js"
+import { openQueue, retryingOn } from "./connection.js"
+import { noticeHub } from "./notices.js"
 import type { PgTarget } from "./target.js"
 import { DefaultConnectTimeoutMillis } from "./target.js"
 
@@ -60,14 +48,6 @@ export interface PgStoreSettings {
   readonly maxPayloadBytes?: number | undefined
 }
 
-const SecretBytes = 32
-const HexSecret = /^[0-9a-f]{64}$/
-
-/** A broken LISTEN connection is opened again, with backoff, for as long as the store lives. */
-const relistenSchedule = Schedule.exponential(Duration.millis(200)).pipe(
-  Schedule.union(Schedule.spaced(Duration.seconds(10)))
-)
-
 export const makePgTaskStore = (settings: PgStoreSettings) =>
   Effect.gen(function* () {
     const host = yield* Host
@@ -76,49 +56,14 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
     const connectTimeoutMillis = settings.connectTimeoutMillis ?? DefaultConnectTimeoutMillis
     const layerScope = yield* Effect.scope
     const tasks = `${target.schema}.tasks`
-    const queues = `${target.schema}.queues`
 
     const retrying = retryingOn(target)
 
     /**
-     * The pool with the schema at its newest version, and this queue's secret (created by
-     * whoever comes first): made by the first operation, so that a command rejecting its
-     * input connects to nothing, and an MCP server starts (and reports a clear error per
-     * call) while the database is down. The pool lives as long as the layer; one that failed
-     * to open is closed at once.
+     * Made by the first operation, so that a command rejecting its input connects to nothing,
+     * and an MCP server starts (and reports a clear error per call) while the database is down.
      */
-    const open: Effect.Effect<
-      { readonly sql: PgClient.PgClient; readonly secret: Uint8Array },
-      StorageError
-    > = yield* onceSuccessful(
-      Effect.flatMap(Scope.fork(layerScope, ExecutionStrategy.sequential), (pool) =>
-        Effect.onError(
-          Effect.gen(function* () {
-            const sql = yield* Scope.extend(connectPool(target, settings), pool)
-            const fresh = Buffer.from(yield* host.randomBytes(SecretBytes)).toString("hex")
-            const rows = yield* retrying(
-              "open queue",
-              Effect.zipRight(
-                sql`INSERT INTO ${sql(queues)} (name, secret) VALUES (${target.queue}, ${fresh})
-                ON CONFLICT (name) DO NOTHING`,
-                sql<{
-                  readonly secret: string
-                }>`SELECT secret FROM ${sql(queues)} WHERE name = ${target.queue}`
-              )
-            )
-            const secret = rows[0]?.secret
-            if (secret === undefined || !HexSecret.test(secret))
-              return yield* storageErrorOf(
-                target,
-                "open queue",
-                "the queue's secret is missing or damaged (restore it from a backup: task ids depend on it)"
-              )
-            return { sql, secret: Uint8Array.from(Buffer.from(secret, "hex")) }
-          }),
-          (cause) => Scope.close(pool, Exit.failCause(cause))
-        )
-      )
-    )
+    const open = yield* onceSuccessful(openQueue(target, settings, host, layerScope))
 
     const decode = (row: Row) => decodeRow(target, row)
 
@@ -199,34 +144,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       }
     }).pipe(Effect.withSpan("TaskStore.live"))
 
-    /**
-     * The notifications of this queue, from one LISTEN connection opened by the first
-     * subscriber and kept for the life of the layer. None is the connection (re)opening, or
-     * a notice naming no task: anything sent while it was down was lost, so every worker
-     * looks at the queue again (a waiting read, which follows one task, keeps to its poll).
-     */
-    const notices = yield* PubSub.sliding<Option.Option<readonly [TaskId, string]>>(1024)
-    const startListening = yield* Effect.once(
-      listen(target, NotifyChannel, connectTimeoutMillis).pipe(
-        Stream.runForEach((heard) => {
-          if (heard._tag === "listening") return PubSub.publish(notices, Option.none())
-          const notice = readNotice(target, heard.payload)
-          return Option.isSome(notice) ? PubSub.publish(notices, notice.value) : Effect.void
-        }),
-        Effect.zipRight(Effect.fail("the listening connection ended")),
-        Effect.tapError((error) =>
-          Effect.logDebug(`LISTEN ${target.display}: ${typeof error === "string" ? error : error.message}`)
-        ),
-        Effect.retry(relistenSchedule),
-        // Whoever subscribes first may do so inside an uninterruptible region; the listener
-        // must still stop when the layer closes.
-        Effect.interruptible,
-        Effect.forkIn(layerScope)
-      )
-    )
-    const heard = Stream.unwrapScoped(
-      Effect.zipRight(startListening, Effect.map(PubSub.subscribe(notices), Stream.fromQueue))
-    )
+    const notices = yield* noticeHub(target, connectTimeoutMillis, layerScope)
 
     const submit: TaskStoreShape["submit"] = Effect.fn("TaskStore.submit")(function* (request) {
       const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
@@ -313,14 +231,8 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         return toView(yield* Transitions.checkHash(yield* readRecord(taskId), sha))
       }),
       live,
-      wakeups: heard.pipe(
-        Stream.filter((notice) => Option.isNone(notice) || notice.value[1] === "queued"),
-        Stream.map(() => undefined)
-      ),
-      changes: Stream.filterMap(
-        heard,
-        Option.map(([taskId]) => taskId)
-      ),
+      wakeups: notices.wakeups,
+      changes: notices.changes,
       list,
       check: Effect.gen(function* () {
         const rows = yield* selectRows(

@@ -7,9 +7,9 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import type { MigrationError } from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Scope } from "effect"
-import { Duration, Effect, Option, Schedule } from "effect"
+import { Duration, Effect, ExecutionStrategy, Exit, Option, Schedule, Scope } from "effect"
 import { StorageError } from "../../domain/errors.js"
+import type { Host } from "../../services/Host.js"
 import { migrate } from "./schema.js"
 import type { PgTarget } from "./target.js"
 import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
@@ -137,3 +137,49 @@ export const connectPool = (
     )
     return sql
   })
+
+const SecretBytes = 32
+const HexSecret = /^[0-9a-f]{64}$/
+
+export interface OpenQueue {
+  readonly sql: PgClient.PgClient
+  /** The key this queue's task ids are made with. */
+  readonly secret: Uint8Array
+}
+
+/**
+ * The pool (in a scope of its own under `scope`, closed at once if opening fails) with the
+ * schema at its newest version, and the queue's key, created by whoever comes first.
+ */
+export const openQueue = (
+  target: PgTarget,
+  settings: PoolSettings,
+  host: Host["Type"],
+  scope: Scope.Scope
+): Effect.Effect<OpenQueue, StorageError> =>
+  Effect.flatMap(Scope.fork(scope, ExecutionStrategy.sequential), (pool) =>
+    Effect.onError(
+      Effect.gen(function* () {
+        const sql = yield* Scope.extend(connectPool(target, settings), pool)
+        const queues = `${target.schema}.queues`
+        const fresh = Buffer.from(yield* host.randomBytes(SecretBytes)).toString("hex")
+        const rows = yield* retryingOn(target)(
+          "open queue",
+          Effect.zipRight(
+            sql`INSERT INTO ${sql(queues)} (name, secret) VALUES (${target.queue}, ${fresh})
+              ON CONFLICT (name) DO NOTHING`,
+            sql<{ readonly secret: string }>`SELECT secret FROM ${sql(queues)} WHERE name = ${target.queue}`
+          )
+        )
+        const secret = rows[0]?.secret
+        if (secret === undefined || !HexSecret.test(secret))
+          return yield* storageErrorOf(
+            target,
+            "open queue",
+            "the queue's secret is missing or damaged (restore it from a backup: task ids depend on it)"
+          )
+        return { sql, secret: Uint8Array.from(Buffer.from(secret, "hex")) }
+      }),
+      (cause) => Scope.close(pool, Exit.failCause(cause))
+    )
+  )
