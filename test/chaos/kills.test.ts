@@ -1,375 +1,51 @@
 /**
  * Requirement 8: SIGKILL watching workers at random moments while they run tasks through a fake
- * provider that records each side effect, restart them, and check what is left: every task
- * terminal, no damaged record, nothing running after one reap, and each result the one from
- * its task's last attempt.
- *
- * A killed worker's provider child has its own process group: it may still run, and append its
- * "done" side effect, until a reaper stops it or it ends. That is at-least-once delivery, as
- * designed; what must never happen is that such a run becomes the task's result, or that an
- * attempt runs twice, or that a task is lost.
+ * provider that records each side effect, restart them, and check what is left (the scenario
+ * and its checks: killsScenario.ts). Here on the file store: 500 tasks, 100+ kills.
  */
-import { afterEach, assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Schema, Scope } from "effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
+import { describe, it } from "@effect/vitest"
+import { Effect, Exit, Scope } from "effect"
 import { ClientRequestId } from "../../src/domain/ids.js"
-import type { JsonObject, Receipt, TaskRecord } from "../../src/domain/Task.js"
-import { ReapReport } from "../../src/worker/reap.js"
-import { WatchSummary } from "../../src/worker/watch.js"
-import { CheckOutput, jsonOutput, relaykeep } from "../support/cli.js"
-import { fakeClaude } from "../support/fakeCli.js"
 import { hostFileStoreAt } from "../support/stores.js"
-import type { SideEffect, WorkerProcess } from "./support.js"
-import {
-  delay,
-  fakeRunning,
-  hasStarted,
-  inFlight,
-  killAllWorkers,
-  killFakeIfRunning,
-  liveMarkers,
-  pathWithNode,
-  readRecords,
-  readSideEffects,
-  report,
-  seededRandom,
-  startWorker,
-  stateCounts,
-  stopWorker,
-  useChaosDirs,
-  waitFor,
-  withTimeout
-} from "./support.js"
+import { runKills } from "./killsScenario.js"
+import type { KillsQueue } from "./killsScenario.js"
+import { liveMarkers, readRecords } from "./support.js"
 
-const Tasks = 500
-const Workers = 3
-const MinKills = 100
-/** Live tasks (queued or running) the feeder keeps while the workers run. */
-const QueueDepth = 12
-/** Every tenth task fails its first attempt on its own (exit 3, retryable), kills or not. */
-const FailFirstEvery = 10
-/** Bounds, not expectations: submitting and killing, then draining what is left. */
-const KillPhaseMillis = 600_000
-const DrainMillis = 240_000
+const settings = {
+  name: "kills",
+  context: "file store",
+  tasks: 500,
+  workers: 3,
+  minKills: 100,
+  queueDepth: 12,
+  lease: "2s",
+  killSlack: 5,
+  killPhaseMillis: 600_000,
+  drainMillis: 240_000
+}
 
-const tempDir = useChaosDirs()
-const decodeSummary = Schema.decodeUnknownSync(Schema.parseJson(WatchSummary), { onExcessProperty: "error" })
-const decodeReap = Schema.decodeUnknownSync(Schema.parseJson(ReapReport), { onExcessProperty: "error" })
-const ResultText = Schema.parseJson(Schema.Struct({ task_id: Schema.String, attempt: Schema.Int }))
-const decodeResult = Schema.decodeUnknownEither(
-  Schema.Struct({ provider: Schema.Literal("claude"), text: ResultText })
-)
-const decodePlan = Schema.decodeUnknownSync(
-  Schema.Struct({
-    prompt: Schema.parseJson(Schema.Struct({ sleep_ms: Schema.Int, fail_attempts: Schema.Int }))
-  })
-)
-
-/** Every process left behind: workers by pid, fake providers by the pids they recorded. */
-let effectsFile: string | undefined
-afterEach(async () => {
-  await killAllWorkers()
-  if (effectsFile !== undefined)
-    for (const effect of readSideEffects(effectsFile)) killFakeIfRunning(effect.pid)
-  effectsFile = undefined
-})
-
-/** The real file store over `root`, opened once in this process, for submitting a task at a time. */
-const openFeeder = async (root: string) => {
+/**
+ * The real file store over `root`, opened once in this process; the live count and the records
+ * read from the files themselves.
+ */
+const openFileQueue = async (root: string): Promise<KillsQueue> => {
   const scope = await Effect.runPromise(Scope.make())
   const store = await Effect.runPromise(Scope.extend(hostFileStoreAt(root), scope))
   return {
-    submit: (id: string, payload: JsonObject) =>
+    storeArgs: ["--root", root],
+    submit: (id, payload) =>
       Effect.runPromise(store.submit({ clientRequestId: ClientRequestId.make(id), payload })),
+    live: () => Promise.resolve(liveMarkers(root)),
+    records: () => Promise.resolve(readRecords(root)),
     close: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }
 
-const attemptKey = (taskId: string, attempt: number) => `${taskId}#${attempt}`
-
-/** Group `items` by a description, keeping a count and a few examples: readable failures. */
-const tally = <A>(items: ReadonlyArray<A>, label: (item: A) => string, example: (item: A) => string) => {
-  const groups = new Map<string, { count: number; examples: Array<string> }>()
-  for (const item of items) {
-    const group = groups.get(label(item)) ?? { count: 0, examples: [] }
-    group.count += 1
-    if (group.examples.length < 3) group.examples.push(example(item))
-    groups.set(label(item), group)
+describe(
+  "chaos: SIGKILLed workers",
+  { timeout: settings.killPhaseMillis + settings.drainMillis + 300_000 },
+  () => {
+    it(`${settings.minKills}+ SIGKILLs of ${settings.workers} watching workers across ${settings.tasks} tasks lose nothing`, () =>
+      runKills(settings, openFileQueue))
   }
-  return Object.fromEntries(groups)
-}
-
-describe("chaos: SIGKILLed workers", { timeout: KillPhaseMillis + DrainMillis + 300_000 }, () => {
-  it(`${MinKills}+ SIGKILLs of ${Workers} watching workers across ${Tasks} tasks lose nothing`, async () => {
-    const began = Date.now()
-    const seed = began % 2 ** 31
-    const random = seededRandom(seed)
-    const between = (low: number, high: number) => low + Math.floor(random() * (high - low + 1))
-    const context = `seed ${seed}`
-
-    const dir = tempDir()
-    const root = path.join(dir, "root")
-    const logs = path.join(dir, "logs")
-    const workDir = path.join(dir, "work")
-    fs.mkdirSync(logs)
-    fs.mkdirSync(workDir)
-    const effects = path.join(dir, "effects.jsonl")
-    effectsFile = effects
-
-    // Submission is not under test: in-process, through the real file store. The tasks are fed
-    // while the workers run, keeping about `QueueDepth` of them live: every look of a worker
-    // reads each live record, so 500 queued at once would make the looks, not the kills, the
-    // cost of this test.
-    const plans = Array.from({ length: Tasks }, (_, i) => ({
-      sleep_ms: between(20, 300),
-      fail_attempts: i % FailFirstEvery === 0 ? 1 : 0
-    }))
-    const feeder = await openFeeder(root)
-    const receipts: Array<Receipt> = []
-    const submitNext = async () => {
-      const i = receipts.length
-      const payload = { provider: "claude", model: "sonnet", prompt: JSON.stringify(plans[i]) }
-      receipts.push(await feeder.submit(`chaos-${i}`, payload))
-    }
-    const deadline = began + KillPhaseMillis
-    let stopFeeding = false
-    const feed = async () => {
-      while (receipts.length < Tasks && Date.now() < deadline && !stopFeeding) {
-        if (liveMarkers(root) < QueueDepth) await submitNext()
-        else await delay(50)
-      }
-    }
-    while (receipts.length < QueueDepth) await submitNext()
-
-    const args = [
-      ...["--root", root, "--concurrency", "2", "--max-attempts", "100", "--lease", "2s"],
-      ...["--poll", "1s", "--retry-backoff", "50ms", "--retry-backoff-max", "200ms"],
-      ...["--grace", "10s", "--kill-grace", "1s", "--log-format", "json"],
-      ...["--claude-executable", fakeClaude, "--work-dir", workDir]
-    ]
-    const env = {
-      PATH: pathWithNode,
-      FAKE_SCENARIO: "scripted",
-      FAKE_EFFECTS: effects,
-      FAKE_LIFETIME_MS: "60000"
-    }
-    const workers: Array<WorkerProcess> = Array.from({ length: Workers }, () => startWorker(logs, args, env))
-
-    // Kill a random worker at random moments and start a replacement each time. The kills keep
-    // pace with the submissions, so that they fall across all the tasks, and go on until there
-    // are enough of them.
-    const killed = new Set<number>()
-    let kills = 0
-    let killsInFlight = 0
-    const killLoop = async () => {
-      while ((kills < MinKills || receipts.length < Tasks) && Date.now() < deadline) {
-        await delay(between(100, 1_000))
-        if (kills >= Math.ceil((MinKills * receipts.length) / Tasks) + 5) continue
-        // Mostly a worker with an attempt in flight (if none has one now, try again later);
-        // sometimes any worker, wherever it is: starting, idle, looking, writing.
-        const busy = workers.filter((worker) => inFlight(worker) > 0)
-        const pool = random() < 0.85 ? busy : workers
-        const victim = pool[between(0, pool.length - 1)]
-        if (victim === undefined) continue
-        if (inFlight(victim) > 0) killsInFlight += 1
-        process.kill(victim.pid, "SIGKILL")
-        kills += 1
-        killed.add(victim.pid)
-        workers[workers.indexOf(victim)] = startWorker(logs, args, env)
-        const exit = await withTimeout(victim.exited, 30_000)
-        assert.deepStrictEqual(
-          exit,
-          { code: null, signal: "SIGKILL" },
-          `worker ${victim.pid} died of the kill`
-        )
-      }
-    }
-    let feederFailure: unknown = undefined
-    try {
-      await Promise.all([
-        feed().catch((error: unknown) => {
-          feederFailure = error
-        }),
-        killLoop()
-      ])
-    } finally {
-      stopFeeding = true
-      await feeder.close()
-    }
-    const killsDone = Date.now()
-    const liveWhenKillsStopped = liveMarkers(root)
-    assert.isUndefined(feederFailure, "every submission succeeded")
-    assert.strictEqual(receipts.length, Tasks, `all tasks submitted within the time bound (${context})`)
-    assert.isAtLeast(kills, MinKills, `SIGKILLs done within the time bound (${context})`)
-
-    // The survivors drain the queue (bounded), then stop on SIGTERM; then one reap.
-    const drained = await waitFor(() => liveMarkers(root) === 0, DrainMillis, 500)
-    const drainedAt = Date.now()
-    // A replacement started late may still be loading: a SIGTERM before it watches would end it
-    // as any node process, so wait (bounded) until each one watches.
-    const watching = await waitFor(() => workers.every(hasStarted), 120_000)
-    const exits = await Promise.all(workers.map((worker) => stopWorker(worker, 60_000)))
-    const recovered = await relaykeep(["recover", "--root", root])
-    const check = await relaykeep(["check", "--root", root])
-    // Providers orphaned by the kills end by themselves within their sleep (or a reaper stopped
-    // them); wait (bounded) so that every side effect they will ever write is in the file.
-    const settled = await waitFor(
-      () => readSideEffects(effects).every((effect) => !fakeRunning(effect.pid)),
-      30_000
-    )
-    const records = readRecords(root)
-    const sideEffects = readSideEffects(effects)
-
-    const starts = new Map<string, Array<SideEffect>>()
-    const dones = new Map<string, Array<SideEffect>>()
-    for (const effect of sideEffects) {
-      const into = effect.event === "start" ? starts : dones
-      const key = attemptKey(effect.task_id, effect.attempt)
-      into.set(key, [...(into.get(key) ?? []), effect])
-    }
-    const attempts = records.flatMap((record) => record.attempts.map((attempt) => ({ record, attempt })))
-    const lost = attempts.filter(({ attempt }) => attempt.error?.tag === "worker_lost")
-    const expired = lost.filter(
-      ({ attempt }) => attempt.error?.message.endsWith("its lease expired") === true
-    )
-    const notComplete = records.filter((record) => record.state !== "complete")
-    report("kills", {
-      seed,
-      kills,
-      kills_in_flight: killsInFlight,
-      states: stateCounts(records),
-      attempts: attempts.length,
-      lost_attempts: lost.length,
-      lost_after_provider_start: lost.filter(({ record, attempt }) =>
-        starts.has(attemptKey(record.task_id, attempt.attempt))
-      ).length,
-      lost_by_lease_expiry: expired.length,
-      late_outcomes: attempts.filter(({ attempt }) => attempt.late !== undefined).length,
-      live_when_kills_stopped: liveWhenKillsStopped,
-      side_effects: sideEffects.length,
-      kill_phase_ms: killsDone - began,
-      drain_ms: drainedAt - killsDone,
-      total_ms: Date.now() - began
-    })
-
-    assert.isTrue(drained, `the queue drained (${context}): ${JSON.stringify(stateCounts(records))}`)
-    assert.isAtLeast(
-      killsInFlight,
-      MinKills / 2,
-      `most kills hit a worker with an attempt in flight (${context})`
-    )
-    assert.isTrue(watching, "every worker watches before its SIGTERM")
-    for (const [i, worker] of workers.entries()) {
-      assert.deepStrictEqual(exits[i], { code: 0, signal: null }, `worker ${worker.pid} stops on SIGTERM`)
-      const summary = decodeSummary(fs.readFileSync(worker.stdoutFile, "utf8"))
-      assert.strictEqual(summary.reason, "SIGTERM")
-      assert.strictEqual(summary.released, 0, "a drained queue leaves nothing to give back")
-    }
-
-    // One reap ran; nothing is running, and no record is damaged.
-    assert.strictEqual(recovered.code, 0, `recover: ${recovered.stderr}`)
-    assert.deepStrictEqual(decodeReap(recovered.stdout).invalid_records, [])
-    assert.deepStrictEqual(
-      records.filter((record) => record.state === "running").map((record) => record.task_id),
-      [],
-      "nothing is running after one reap"
-    )
-    const checked = jsonOutput(CheckOutput, check)
-    assert.deepStrictEqual(checked.invalid_records, [], "no damaged record")
-    assert.isTrue(checked.ok)
-    assert.strictEqual(checked.records, Tasks)
-
-    // Every task is terminal, and complete: 100 attempts outlast any run of kills here.
-    assert.deepStrictEqual(
-      [...records.map((record) => record.task_id)].sort(),
-      receipts.map((receipt) => receipt.task_id).sort(),
-      "every submitted task has its record"
-    )
-    assert.deepStrictEqual(
-      tally(
-        notComplete,
-        (record) => `${record.state}: ${record.error?.tag}: ${record.error?.message.replace(/\d+/g, "N")}`,
-        (record) => `${record.task_id} attempt ${record.attempt}`
-      ),
-      {},
-      `every task complete (${context}; ${notComplete.length} not)`
-    )
-
-    // Side effects: no attempt ran twice, and none ran outside the history.
-    assert.isTrue(settled, "every fake provider ended")
-    assert.deepStrictEqual(
-      [...starts].filter(([, list]) => list.length > 1),
-      [],
-      "no attempt ran its provider twice"
-    )
-    const byTask = new Map<string, TaskRecord>(records.map((record) => [record.task_id, record]))
-    assert.deepStrictEqual(
-      sideEffects
-        .filter(
-          (effect) =>
-            byTask.get(effect.task_id)?.attempts.some((attempt) => attempt.attempt === effect.attempt) !==
-            true
-        )
-        .map((effect) => attemptKey(effect.task_id, effect.attempt)),
-      [],
-      "every provider run belongs to an attempt in its task's history"
-    )
-
-    // A worker is declared dead only if it was: one of those SIGKILLed here. (A live but
-    // starved worker may lose its lease by expiry; the fence then keeps its outcome as late.)
-    assert.deepStrictEqual(
-      lost
-        .filter(({ attempt }) => !killed.has(attempt.pid))
-        .filter((entry) => !expired.includes(entry))
-        .map(({ record, attempt }) => `${attemptKey(record.task_id, attempt.attempt)} pid ${attempt.pid}`),
-      [],
-      "every attempt lost to a dead owner was a SIGKILLed worker's"
-    )
-
-    for (const record of records) {
-      const id = record.task_id
-      // The history is attempts 1..n, each ended; the last one complete and the result's.
-      assert.deepStrictEqual(
-        record.attempts.map((attempt) => attempt.attempt),
-        Array.from({ length: record.attempt }, (_, i) => i + 1),
-        `attempt numbers of ${id}`
-      )
-      assert.isNull(record.lease, `lease of ${id}`)
-      assert.strictEqual(
-        record.attempts[record.attempts.length - 1]?.outcome,
-        "complete",
-        `last attempt of ${id}`
-      )
-      const result = decodeResult(record.result)
-      assert.deepStrictEqual(
-        result._tag === "Right" ? result.right.text : result.left.message,
-        { task_id: id, attempt: record.attempt },
-        `the result of ${id} is its last attempt's`
-      )
-      const plan = decodePlan(record.payload).prompt
-      const finalKey = attemptKey(id, record.attempt)
-      assert.strictEqual(
-        starts.get(finalKey)?.length,
-        1,
-        `the last attempt of ${id} started its provider once`
-      )
-      assert.strictEqual(dones.get(finalKey)?.length, 1, `the last attempt of ${id} ran to its end once`)
-      if (plan.fail_attempts > 0) assert.isAtLeast(record.attempt, 2, `${id} fails its first attempt`)
-
-      for (const attempt of record.attempts) {
-        const key = attemptKey(id, attempt.attempt)
-        assert.notStrictEqual(attempt.outcome, "running", `${key} ended`)
-        assert.isNotNull(attempt.ended_at, `${key} ended_at`)
-        if (attempt.error?.tag === "worker_lost") continue
-        // Any attempt that was not lost got as far as its provider, which ran to its end; one
-        // that failed failed by its script (exit 3 on an attempt up to fail_attempts).
-        assert.isTrue(starts.has(key) && dones.has(key), `${key} (${attempt.outcome}) has its side effects`)
-        if (attempt.outcome === "failed") {
-          assert.isAtMost(attempt.attempt, plan.fail_attempts, `${key} failed: ${attempt.error?.message}`)
-          assert.strictEqual(attempt.error?.message, "claude: exited with code 3 without a result", key)
-        }
-      }
-    }
-  })
-})
+)
