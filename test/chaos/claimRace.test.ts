@@ -10,8 +10,9 @@ import * as path from "node:path"
 import { WatchSummary } from "../../src/worker/watch.js"
 import { CheckOutput, jsonOutput, relaykeep } from "../support/cli.js"
 import { seedTasks } from "../support/stores.js"
-import type { ClaimedEvent, WorkerProcess } from "./support.js"
+import type { WorkerProcess } from "./support.js"
 import {
+  claimedOnceEach,
   hasStarted,
   killAllWorkers,
   liveMarkers,
@@ -21,8 +22,7 @@ import {
   stateCounts,
   stopWorker,
   useChaosDirs,
-  waitFor,
-  workerEvents
+  waitFor
 } from "./support.js"
 
 const Workers = 8
@@ -80,32 +80,7 @@ describe("claim race", { timeout: 600_000 }, () => {
     })
 
     // The claims, as the workers reported them: each task exactly once, attempt 1.
-    const claims = workers.flatMap((worker) =>
-      workerEvents(worker).claimed.map((event): ClaimedEvent & { readonly pid: number } => ({
-        ...event,
-        pid: worker.pid
-      }))
-    )
-    const byAttempt = new Map<string, Array<number>>()
-    for (const claim of claims) {
-      const key = `${claim.task_id}#${claim.attempt}`
-      byAttempt.set(key, [...(byAttempt.get(key) ?? []), claim.pid])
-    }
-    assert.deepStrictEqual(
-      [...byAttempt].filter(([, pids]) => pids.length > 1),
-      [],
-      "no (task, attempt) claimed by two workers, or twice by one"
-    )
-    assert.deepStrictEqual(
-      claims.filter((claim) => claim.attempt !== 1),
-      [],
-      "every claim is a first attempt"
-    )
-    assert.deepStrictEqual(
-      [...claims.map((claim) => claim.task_id)].sort(),
-      expected,
-      "each task claimed once"
-    )
+    const claims = claimedOnceEach(workers, expected)
 
     // The records agree: one attempt each, by the worker that reported claiming it.
     const claimer = new Map(claims.map((claim) => [claim.task_id, claim.pid] as const))

@@ -18,8 +18,9 @@ import { WatchSummary } from "../../src/worker/watch.js"
 import { CheckOutput, jsonOutput, relaykeep } from "../support/cli.js"
 import { fakeClaude } from "../support/fakeCli.js"
 import { dropSchema, freshSchema, pgAvailable } from "../support/pg.js"
-import type { ClaimedEvent, PgQueue, SideEffect, WorkerProcess } from "./support.js"
+import type { PgQueue, SideEffect, WorkerProcess } from "./support.js"
 import {
+  claimedOnceEach,
   hasStarted,
   killAllWorkers,
   killFakeIfRunning,
@@ -34,8 +35,7 @@ import {
   stopWorker,
   useChaosDirs,
   waitFor,
-  waitForAsync,
-  workerEvents
+  waitForAsync
 } from "./support.js"
 
 const Workers = 6
@@ -123,32 +123,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL: claim race", { timeout: 300_000 }, ()
     assert.strictEqual(new Set(expected).size, Tasks)
 
     // The claims, as the workers reported them: each task exactly once, attempt 1.
-    const claims = workers.flatMap((worker) =>
-      workerEvents(worker).claimed.map((event): ClaimedEvent & { readonly pid: number } => ({
-        ...event,
-        pid: worker.pid
-      }))
-    )
-    const byAttempt = new Map<string, Array<number>>()
-    for (const claim of claims) {
-      const key = `${claim.task_id}#${claim.attempt}`
-      byAttempt.set(key, [...(byAttempt.get(key) ?? []), claim.pid])
-    }
-    assert.deepStrictEqual(
-      [...byAttempt].filter(([, pids]) => pids.length > 1),
-      [],
-      "no (task, attempt) claimed by two workers, or twice by one"
-    )
-    assert.deepStrictEqual(
-      claims.filter((claim) => claim.attempt !== 1),
-      [],
-      "every claim is a first attempt"
-    )
-    assert.deepStrictEqual(
-      [...claims.map((claim) => claim.task_id)].sort(),
-      expected,
-      "each task claimed once"
-    )
+    const claims = claimedOnceEach(workers, expected)
     const perWorker = workers.map((worker) => claims.filter((claim) => claim.pid === worker.pid).length)
     assert.isAtLeast(
       perWorker.filter((count) => count > 0).length,

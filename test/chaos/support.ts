@@ -4,7 +4,7 @@
  * events, the records and the fake provider's side effects back, bounded waits, and cleanup of
  * every process started here.
  */
-import { afterAll } from "@effect/vitest"
+import { afterAll, assert } from "@effect/vitest"
 import { Effect, Exit, Schema, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -400,4 +400,41 @@ export const readPgRecords = async (schema: string): Promise<ReadonlyArray<TaskR
       throw new Error(`the row of ${row.task_id} (state ${row.state}) disagrees with its record`)
     return record
   })
+}
+
+/**
+ * The claims the workers reported, checked: no (task, attempt) claimed twice, every claim a
+ * first attempt, and each of `expected` (sorted task ids) claimed exactly once.
+ */
+export const claimedOnceEach = (
+  workers: ReadonlyArray<WorkerProcess>,
+  expected: ReadonlyArray<string>
+): ReadonlyArray<ClaimedEvent & { readonly pid: number }> => {
+  const claims = workers.flatMap((worker) =>
+    workerEvents(worker).claimed.map((event): ClaimedEvent & { readonly pid: number } => ({
+      ...event,
+      pid: worker.pid
+    }))
+  )
+  const byAttempt = new Map<string, Array<number>>()
+  for (const claim of claims) {
+    const key = `${claim.task_id}#${claim.attempt}`
+    byAttempt.set(key, [...(byAttempt.get(key) ?? []), claim.pid])
+  }
+  assert.deepStrictEqual(
+    [...byAttempt].filter(([, pids]) => pids.length > 1),
+    [],
+    "no (task, attempt) claimed by two workers, or twice by one"
+  )
+  assert.deepStrictEqual(
+    claims.filter((claim) => claim.attempt !== 1),
+    [],
+    "every claim is a first attempt"
+  )
+  assert.deepStrictEqual(
+    [...claims.map((claim) => claim.task_id)].sort(),
+    [...expected],
+    "each task claimed once"
+  )
+  return claims
 }
