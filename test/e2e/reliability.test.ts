@@ -20,6 +20,7 @@ import type { RunResult } from "../support/cli.js"
 import { jsonOutput, outputKeys, relaykeep, relaykeepBin } from "../support/cli.js"
 import { fakeClaude, isRunning } from "../support/fakeCli.js"
 import { recordPath, snapshotTree, useTempDirs } from "../support/files.js"
+import { waitFor } from "../support/waitFor.js"
 
 const tempDir = useTempDirs()
 
@@ -189,24 +190,6 @@ const diagnose = (box: Box, pid: number): string => {
       .join(" | ")
   )
   return `worker state ${stat}; index ${index}; locks ${locks}; records ${records}; effects ${safe(() => JSON.stringify(effectsOf(box)))}`
-}
-
-/** Poll `probe` until it gives a value; fail after `timeoutMillis` (a bound, never the assertion). */
-const waitFor = async <A>(
-  what: string | (() => string),
-  probe: () => A | undefined | Promise<A | undefined>,
-  timeoutMillis = 120_000
-): Promise<A> => {
-  const deadline = Date.now() + timeoutMillis
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline)
-      throw new Error(
-        `gave up after ${timeoutMillis} ms waiting for ${typeof what === "string" ? what : what()}`
-      )
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
 }
 
 const isJson = (line: string): boolean => {

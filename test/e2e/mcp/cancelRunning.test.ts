@@ -15,6 +15,7 @@ import { fakeClaude, isRunning } from "../../support/fakeCli.js"
 import { relaykeepBin } from "../../support/mcpProcess.js"
 import { callOk, useMcpTest } from "../../support/mcpStdio.js"
 import { spawnEnv } from "../../support/environment.js"
+import { waitFor } from "../../support/waitFor.js"
 
 // Registered before our own afterEach, so it runs after it: workers die before their roots go.
 const mcp = useMcpTest()
@@ -59,23 +60,6 @@ afterEach(async () => {
   }
   for (const file of effectFiles.splice(0)) for (const effect of effectsIn(file)) killFake(effect.pid)
 })
-
-const waitFor = async <A>(
-  what: string | (() => string),
-  probe: () => A | undefined | Promise<A | undefined>,
-  timeoutMillis = 120_000
-): Promise<A> => {
-  const deadline = Date.now() + timeoutMillis
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline)
-      throw new Error(
-        `gave up after ${timeoutMillis} ms waiting for ${typeof what === "string" ? what : what()}`
-      )
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
 
 /** `relaykeep worker --watch` with the scripted fake as claude; its output captured. */
 const startWorker = (root: string, dir: string, effects: string) => {
