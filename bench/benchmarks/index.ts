@@ -1,0 +1,5 @@
+/** Every benchmark, in the order the report shows them. */
+import type { Benchmark } from "../harness.js"
+import { submitVsFloor } from "./submitVsFloor.js"
+
+export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor]

@@ -1,0 +1,35 @@
+/** The machine a run was taken on, as the report shows it. */
+import { execFileSync } from "node:child_process"
+import os from "node:os"
+
+export interface Machine {
+  readonly date: string
+  readonly os: string
+  readonly cpu: string
+  readonly cores: number
+  readonly memory_gib: number
+  readonly node: string
+  readonly filesystem: string
+  readonly postgres: string | null
+}
+
+/** The file system type under `dir`, as `df` names it; "unknown" where `df` cannot tell. */
+const filesystemOf = (dir: string): string => {
+  try {
+    const lines = execFileSync("df", ["-T", dir], { encoding: "utf8" }).trim().split("\n")
+    return lines[1]?.split(/\s+/)[1] ?? "unknown"
+  } catch {
+    return "unknown"
+  }
+}
+
+export const describeMachine = (dir: string, postgres: string | null): Machine => ({
+  date: new Date().toISOString(),
+  os: `${os.type()} ${os.release()} ${os.arch()}`,
+  cpu: os.cpus()[0]?.model.trim() ?? "unknown",
+  cores: os.cpus().length,
+  memory_gib: Math.round(os.totalmem() / 2 ** 30),
+  node: process.version,
+  filesystem: filesystemOf(dir),
+  postgres
+})
