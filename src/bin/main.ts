@@ -6,7 +6,6 @@
  * on the second; every other command is interrupted by the first, as runMain would.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Cause, Effect, Exit, Layer, Logger, Option } from "effect"
 import type { Fiber } from "effect"
 import { runCli } from "../cli/main.js"
@@ -22,7 +21,6 @@ export const main = (argv: ReadonlyArray<string>) => {
   let interruptedBySignal = false
   const Live = Layer.mergeAll(
     Host.layer,
-    NodeHttpClient.layer,
     Shutdown.layerProcess(() => {
       interruptedBySignal = true
       running.fiber?.unsafeInterruptAsFork(running.fiber.id())

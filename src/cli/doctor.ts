@@ -4,7 +4,7 @@ import type { Diagnosis } from "../providers/doctor.js"
 import { diagnose } from "../providers/doctor.js"
 import { resolveRoot, root } from "./options.js"
 import { printJson } from "./output.js"
-import { providerOptions, resolveProviderSettings } from "./providerOptions.js"
+import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON instead of a table"))
 
@@ -37,4 +37,7 @@ export const doctor = Command.make("doctor", { root, json, ...providerOptions },
     yield* Console.log(renderTable(diagnoses))
     yield* Console.log(`work dir: ${settings.workDir ?? "(none)"}`)
   })
-).pipe(Command.withDescription("Check each configured provider without spending a model call."))
+).pipe(
+  Command.withDescription("Check each configured provider without spending a model call."),
+  Command.provide(httpClientLayer)
+)

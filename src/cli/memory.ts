@@ -1,9 +1,8 @@
 import { Command, Options } from "@effect/cli"
 import { Effect, Layer } from "effect"
-import { memoryServer } from "../mcp/memory/server.js"
-import { serveStdio } from "../mcp/stdio.js"
 import { MemoryStore } from "../services/MemoryStore.js"
 import { printJson } from "./output.js"
+import { serveMcp } from "./serveMcp.js"
 import { auditLayer, root } from "./options.js"
 
 const store = Options.file("store").pipe(Options.withDescription("The memory store, a JSONL file"))
@@ -11,7 +10,9 @@ const fixture = Options.file("fixture", { exists: "yes" }).pipe(
   Options.withDescription("JSONL records to import")
 )
 
-const serve = Command.make("serve", { root, store }, () => serveStdio(memoryServer)).pipe(
+const serve = Command.make("serve", { root, store }, () =>
+  serveMcp(() => import("../mcp/memory/server.js").then((server) => server.memoryServer))
+).pipe(
   Command.withDescription("Serve the read-only relaykeep-memory MCP server on stdio (search, read)."),
   Command.provide((args) => Layer.merge(MemoryStore.layer(args.store), auditLayer(args.root)))
 )

@@ -3,7 +3,7 @@
  * PostgreSQL queue, with their states, attempts and receipts, and check the copy.
  */
 import { Command, Options } from "@effect/cli"
-import { Path } from "@effect/platform"
+import * as Path from "@effect/platform/Path"
 import { Effect } from "effect"
 import { InvalidInput } from "../domain/errors.js"
 import { readFileStore } from "../store/file/scan.js"

@@ -1,7 +1,7 @@
 /** Options every command shares, and the store each command runs on. */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import type { FileSystem } from "@effect/platform"
-import { Path } from "@effect/platform"
+import * as Path from "@effect/platform/Path"
 import { Config, Effect, Either, Layer, Option, Redacted } from "effect"
 import { parseDuration } from "../domain/duration.js"
 import type { StorageError } from "../domain/errors.js"

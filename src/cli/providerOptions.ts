@@ -4,8 +4,8 @@
  * checked when the worker starts; a bad URL or duration stops it before any task is touched.
  */
 import { Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { Effect, Either, Option, Schema } from "effect"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import { parseDuration } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
@@ -160,3 +160,14 @@ export const resolveProviderSettings = (args: ProviderArgs, root: string) =>
     }
     return settings
   })
+
+/**
+ * Node's HTTP client, for the providers that call model servers. Loaded by the commands that
+ * build providers (`worker`, `doctor`), so that the others start without it.
+ */
+export const httpClientLayer = Layer.unwrapEffect(
+  Effect.map(
+    Effect.promise(() => import("@effect/platform-node/NodeHttpClient")),
+    (http) => http.layer
+  )
+)

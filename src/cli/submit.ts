@@ -1,5 +1,5 @@
 import { Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Effect, Option, Stream } from "effect"
 import { InvalidInput } from "../domain/errors.js"

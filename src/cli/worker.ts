@@ -12,7 +12,7 @@ import { DefaultConcurrency, DefaultGraceMillis, DefaultPollMillis, runWatch } f
 import { duration, resolveRoot, storeLayer, storeOptions } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
-import { providerOptions, resolveProviderSettings } from "./providerOptions.js"
+import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
 
 const workerId = Options.text("worker-id").pipe(
   Options.withDescription("Names this worker in leases (default: host:pid)"),
@@ -168,5 +168,6 @@ export const worker = Command.make(
   Command.withDescription(
     "Run one pass over the queue (reap orphans, then claim and run each ready task, oldest first), or keep running with --watch."
   ),
-  Command.provide((args) => Layer.merge(storeLayer(args), providerLayer(args)))
+  Command.provide((args) => Layer.merge(storeLayer(args), providerLayer(args))),
+  Command.provide(httpClientLayer)
 )

@@ -1,4 +1,5 @@
-import { FileSystem, Path } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Clock, Context, Effect, Layer, Ref } from "effect"
 import type { StorageError } from "../domain/errors.js"
 import { timeMillis } from "../domain/Task.js"

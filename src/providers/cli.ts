@@ -2,7 +2,7 @@
  * What the two coding-agent CLIs share: checking the worker's paths before anything starts,
  * building the child's environment, and the receipt of a run.
  */
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
 import { Clock, Effect } from "effect"
 import { sha256Hex } from "../domain/canonical.js"

@@ -2,7 +2,9 @@
  * Diagnostics for each configured provider, spending no model call: executables and their
  * `--version`, the work dir, and whether the local model servers answer and what they list.
  */
-import { FileSystem, HttpClient, HttpClientRequest } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Duration, Effect, Either, Option, Schema } from "effect"
 import { Host } from "../services/Host.js"
 import { checkCliPaths, childEnvironment } from "./cli.js"

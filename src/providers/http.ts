@@ -3,7 +3,8 @@
  * (node:http reads no proxy variables) and no redirects followed (the client does not follow
  * them unless asked), the answer's size bounded, and the task timeout applied.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Clock, Duration, Effect, Option, Stream } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
 import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/errors.js"

@@ -4,7 +4,7 @@
  * process group (@effect/platform spawns it detached), so SIGTERM and then SIGKILL go to every
  * process it started, including grandchildren that ignore SIGTERM.
  */
-import { Command } from "@effect/platform"
+import * as Command from "@effect/platform/Command"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
 import { Clock, Duration, Effect, Option, Ref, Schedule, Stream } from "effect"
 import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/errors.js"

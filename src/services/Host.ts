@@ -1,4 +1,4 @@
-import { FileSystem } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { Context, Effect, Layer, Option } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"

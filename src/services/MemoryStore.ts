@@ -1,4 +1,5 @@
-import { FileSystem, Path } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import type { InvalidInput, InvalidRecord, StorageError } from "../domain/errors.js"
 import { UnknownMemory } from "../domain/errors.js"

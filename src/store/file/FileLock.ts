@@ -16,7 +16,8 @@
  *   same remove-if-held-by, one level deeper) only when its holder is dead; a live local guard
  *   holder is never broken by time, so on one host no two processes can hold the same guard.
  */
-import { FileSystem, Path } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Clock, Duration, Effect, Option, Random, Ref, Schema } from "effect"
 import { sha256Hex } from "../../domain/canonical.js"
 import { LockTimeout, StorageError } from "../../domain/errors.js"

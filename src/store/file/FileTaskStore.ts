@@ -5,7 +5,8 @@
  * write, and index markers follow the marker invariant: a marker is created before a record
  * enters a live state and removed only after it has left one.
  */
-import { FileSystem, Path } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Clock, Effect, Either, Option, Stream } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"

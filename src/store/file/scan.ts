@@ -1,5 +1,6 @@
 /** Reading a whole file store: every record, decoded or reported damaged. O(all tasks). */
-import { FileSystem, Path } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Effect, Either, Option } from "effect"
 import type { StorageError } from "../../domain/errors.js"
 import { InvalidInput } from "../../domain/errors.js"
