@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { main } from "./main.js"
+import { launch } from "./launch.js"
 
 // `relaykeep-memory ARGS` is `relaykeep memory serve ARGS`: an MCP server on stdio.
 const [runtime = "node", script = "relaykeep-memory", ...rest] = process.argv
-main([runtime, script, "memory", "serve", ...rest])
+launch([runtime, script, "memory", "serve", ...rest])

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { main } from "./main.js"
+import { launch } from "./launch.js"
 
 // `relaykeep-tasks ARGS` is `relaykeep tasks ARGS`: an MCP server on stdio.
 const [runtime = "node", script = "relaykeep-tasks", ...rest] = process.argv
-main([runtime, script, "tasks", ...rest])
+launch([runtime, script, "tasks", ...rest])

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-import { main } from "./main.js"
+import { launch } from "./launch.js"
 
 // `relaykeep-worker ARGS` is `relaykeep worker ARGS`.
 const [runtime = "node", script = "relaykeep-worker", ...rest] = process.argv
-main([runtime, script, "worker", ...rest])
+launch([runtime, script, "worker", ...rest])

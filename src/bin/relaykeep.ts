@@ -1,4 +1,4 @@
 #!/usr/bin/env node
-import { main } from "./main.js"
+import { launch } from "./launch.js"
 
-main(process.argv)
+launch(process.argv)
