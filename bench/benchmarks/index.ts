@@ -1,6 +1,7 @@
 /** Every benchmark, in the order the report shows them. */
 import type { Benchmark } from "../harness.js"
 import { mcpRoundtrip } from "./mcpRoundtrip.js"
+import { memorySearch } from "./memorySearch.js"
 import { submitVsFloor } from "./submitVsFloor.js"
 
-export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor, mcpRoundtrip]
+export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor, mcpRoundtrip, memorySearch]
