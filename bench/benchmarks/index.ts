@@ -3,5 +3,11 @@ import type { Benchmark } from "../harness.js"
 import { mcpRoundtrip } from "./mcpRoundtrip.js"
 import { memorySearch } from "./memorySearch.js"
 import { submitVsFloor } from "./submitVsFloor.js"
+import { workerOverhead } from "./workerOverhead.js"
 
-export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor, mcpRoundtrip, memorySearch]
+export const benchmarks: ReadonlyArray<Benchmark> = [
+  submitVsFloor,
+  mcpRoundtrip,
+  memorySearch,
+  workerOverhead
+]
