@@ -1,6 +1,15 @@
 /** Every benchmark, in the order the report shows them. */
 import type { Benchmark } from "../harness.js"
 import { coldStart } from "./coldStart.js"
+import { mcpRoundtrip } from "./mcpRoundtrip.js"
+import { memorySearch } from "./memorySearch.js"
 import { submitVsFloor } from "./submitVsFloor.js"
+import { workerOverhead } from "./workerOverhead.js"
 
-export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor, coldStart]
+export const benchmarks: ReadonlyArray<Benchmark> = [
+  submitVsFloor,
+  mcpRoundtrip,
+  coldStart,
+  memorySearch,
+  workerOverhead
+]

@@ -57,33 +57,87 @@ const snippetOf = (text: string, folded: string, term: string): string => {
   return `${start > 0 ? "…" : ""}${body}${start + SnippetLength < text.length ? "…" : ""}`
 }
 
+interface Scored {
+  readonly hit: StoredMemory
+  readonly score: number
+  readonly index: number
+}
+
+/** Higher score first, then file order: a total order, since indices differ. */
+const before = (a: Scored, b: Scored) => b.score - a.score || a.index - b.index
+
 /**
- * Records whose text contains every term as a case-insensitive substring, ordered by the total
- * number of occurrences of the terms, then by their order in the file.
+ * The first `limit` hits in that order. A small limit keeps only the best so far (a search
+ * for a common word scores tens of thousands of records, and sorting them all would cost more
+ * than scoring them); a large one collects and sorts, as `slice(0, limit)` of the sorted whole.
  */
-export const searchMemory = (
+class TopHits {
+  private readonly kept: Array<Scored> = []
+  private readonly bounded: boolean
+  constructor(private readonly limit: number) {
+    this.bounded = Number.isInteger(limit) && limit > 0 && limit <= 64
+  }
+  add(scored: Scored) {
+    const kept = this.kept
+    if (!this.bounded) {
+      kept.push(scored)
+      return
+    }
+    const last = kept[kept.length - 1]
+    if (kept.length === this.limit && last !== undefined && before(scored, last) >= 0) return
+    let at = kept.length
+    while (at > 0 && before(scored, kept[at - 1] ?? scored) < 0) at--
+    kept.splice(at, 0, scored)
+    if (kept.length > this.limit) kept.pop()
+  }
+  best(): ReadonlyArray<Scored> {
+    return this.bounded ? this.kept : this.kept.sort(before).slice(0, this.limit)
+  }
+}
+
+/**
+ * Score the records at `indices` (ascending) against `terms` and return the best `limit`:
+ * records holding every term, by total occurrences of the terms, then by file order.
+ */
+export const rankMemory = (
   records: ReadonlyArray<StoredMemory>,
-  query: string,
+  indices: Iterable<number>,
+  terms: ReadonlyArray<string>,
   limit: number
 ): ReadonlyArray<MemoryHit> => {
-  const terms = searchTerms(query)
   const first = terms[0]
   if (first === undefined) return []
-  const scored: Array<{ readonly hit: StoredMemory; readonly score: number; readonly index: number }> = []
-  records.forEach((stored, index) => {
+  const scored = new TopHits(limit)
+  for (const index of indices) {
+    const stored = records[index]
+    if (stored === undefined) continue
     let score = 0
     for (const term of terms) {
       const count = occurrences(stored.folded, term)
-      if (count === 0) return
+      if (count === 0) {
+        score = 0
+        break
+      }
       score += count
     }
-    scored.push({ hit: stored, score, index })
-  })
-  scored.sort((a, b) => b.score - a.score || a.index - b.index)
-  return scored.slice(0, limit).map(({ hit, score }) => ({
+    // Every term occurs at least once in a hit, so a hit's score is never 0.
+    if (score > 0) scored.add({ hit: stored, score, index })
+  }
+  return scored.best().map(({ hit, score }) => ({
     id: hit.record.id,
     snippet: snippetOf(hit.record.text, hit.folded, first),
     source: hit.record.source,
     score
   }))
 }
+
+/**
+ * Records whose text contains every term as a case-insensitive substring, ordered by the total
+ * number of occurrences of the terms, then by their order in the file. A plain scan of every
+ * record; a loaded store answers through its index instead (memoryIndex.ts), with the same hits.
+ */
+export const searchMemory = (
+  records: ReadonlyArray<StoredMemory>,
+  query: string,
+  limit: number
+): ReadonlyArray<MemoryHit> => rankMemory(records, records.keys(), searchTerms(query), limit)

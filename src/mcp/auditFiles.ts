@@ -3,6 +3,7 @@ import type { FileSystem, Path } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
 import {
   ensureDirectory,
+  isNotFound,
   listDirectory,
   removeIfExists,
   syncDirectory,
@@ -24,28 +25,38 @@ const DayFile = /^\d{4}-\d{2}-\d{2}\.jsonl$/
 const decodeLine = Schema.decodeUnknownEither(Schema.parseJson(AuditEntrySchema))
 const line = (entry: AuditEntry) => `${JSON.stringify(entry)}\n`
 
-export const appendEntry = ({ fs, path, dir }: Files, entry: AuditEntry) =>
-  Effect.gen(function* () {
-    yield* ensureDirectory(fs, dir)
-    const file = path.join(dir, `${entry.time.slice(0, 10)}.jsonl`)
-    const isNew = !(yield* fs.exists(file).pipe(Effect.mapError(toStorageError("stat", file))))
-    yield* Effect.scoped(
-      Effect.gen(function* () {
-        const handle = yield* fs.open(file, { flag: "a+", mode: 0o600 })
-        // A torn last line (a crash mid-append) must not swallow this entry: start a new line.
-        const size = Number((yield* handle.stat).size)
-        let prefix = ""
-        if (size > 0) {
-          yield* handle.seek(size - 1, "start")
-          const last = yield* handle.readAlloc(1)
-          if (last._tag === "Some" && last.value[0] !== 0x0a) prefix = "\n"
-        }
-        yield* handle.writeAll(utf8(prefix + line(entry)))
-        yield* handle.sync
-      })
-    ).pipe(Effect.mapError(toStorageError("append", file)))
-    if (isNew) yield* syncDirectory(fs, dir)
-  })
+/**
+ * Append one entry and fsync it (and the directory, when the file was empty: it may be new).
+ * Runs under the audit lock, so the size seen here is the size the line is appended at.
+ */
+export const appendEntry = ({ fs, path, dir }: Files, entry: AuditEntry) => {
+  const file = path.join(dir, `${entry.time.slice(0, 10)}.jsonl`)
+  const open = fs.open(file, { flag: "a+", mode: 0o600 })
+  return Effect.scoped(
+    Effect.gen(function* () {
+      // The directory is made only when the first open finds it missing.
+      const handle = yield* open.pipe(
+        Effect.catchIf(isNotFound, () => Effect.zipRight(ensureDirectory(fs, dir), open))
+      )
+      // A torn last line (a crash mid-append) must not swallow this entry: start a new line.
+      const size = Number((yield* handle.stat).size)
+      let prefix = ""
+      if (size > 0) {
+        yield* handle.seek(size - 1, "start")
+        const last = yield* handle.readAlloc(1)
+        if (last._tag === "Some" && last.value[0] !== 0x0a) prefix = "\n"
+      }
+      yield* handle.writeAll(utf8(prefix + line(entry)))
+      yield* handle.sync
+      return size === 0
+    })
+  ).pipe(
+    Effect.mapError((error) =>
+      error._tag === "StorageError" ? error : toStorageError("append", file)(error)
+    ),
+    Effect.flatMap((wasEmpty) => (wasEmpty ? syncDirectory(fs, dir) : Effect.void))
+  )
+}
 
 /** Every entry, oldest first. A line that does not decode (a torn append) is skipped. */
 export const readEntries = ({ fs, path, dir }: Files) =>

@@ -3,8 +3,9 @@ import * as Path from "@effect/platform/Path"
 import { Context, Effect, Layer, Option, Ref } from "effect"
 import type { InvalidInput, InvalidRecord, StorageError } from "../domain/errors.js"
 import { UnknownMemory } from "../domain/errors.js"
-import type { MemoryHit, StoredMemory } from "../domain/memory.js"
-import { searchMemory } from "../domain/memory.js"
+import type { MemoryHit } from "../domain/memory.js"
+import type { MemoryIndex } from "../domain/memoryIndex.js"
+import { indexMemory, searchIndexed } from "../domain/memoryIndex.js"
 import { appendMemories, lockKeyFor, parseMemoryFile, planImport } from "../store/memoryFile.js"
 import type { ImportReport } from "../store/memoryFile.js"
 import type { Host } from "./Host.js"
@@ -41,33 +42,47 @@ export class MemoryStore extends Context.Tag("relaykeep/MemoryStore")<
         const lock = yield* Lock
         const store = path.resolve(file)
         const key = lockKeyFor(path.basename(store))
-        const cache = yield* Ref.make(
-          Option.none<{ readonly stamp: string; readonly records: ReadonlyArray<StoredMemory> }>()
-        )
+        const cache = yield* Ref.make(Option.none<{ readonly stamp: string; readonly index: MemoryIndex }>())
         const deps = { fs, path, store }
 
-        /** The records, re-read under the lock when the file's size or mtime changed. */
-        const records = lockTimeoutAsStorageError(
+        const stampOf = fs.stat(store).pipe(
+          Effect.map((info) => `${info.size}:${Option.getOrUndefined(info.mtime)?.getTime()}`),
+          Effect.orElseSucceed(() => "missing")
+        )
+        const cachedAt = (stamp: string) =>
+          Effect.map(Ref.get(cache), (cached) =>
+            Option.isSome(cached) && cached.value.stamp === stamp ? cached.value.index : undefined
+          )
+
+        /** The records (and their index), re-read under the lock when the file's size or mtime changed. */
+        const reload = lockTimeoutAsStorageError(
           lock.withLock(
             key,
             Effect.gen(function* () {
-              const stamp = yield* fs.stat(store).pipe(
-                Effect.map((info) => `${info.size}:${Option.getOrUndefined(info.mtime)?.getTime()}`),
-                Effect.orElseSucceed(() => "missing")
-              )
-              const cached = yield* Ref.get(cache)
-              if (Option.isSome(cached) && cached.value.stamp === stamp) return cached.value.records
-              const loaded = yield* parseMemoryFile(deps)
-              yield* Ref.set(cache, Option.some({ stamp, records: loaded }))
-              return loaded
+              const stamp = yield* stampOf
+              const cached = yield* cachedAt(stamp)
+              if (cached !== undefined) return cached
+              const index = indexMemory(yield* parseMemoryFile(deps))
+              yield* Ref.set(cache, Option.some({ stamp, index }))
+              return index
             })
           )
         )
+        /**
+         * An unchanged file needs no lock: the cache was loaded whole under the lock, and an
+         * import only ever appends, which changes the size. A changed stamp (or an import under
+         * way that has written) goes through the lock and waits for the import to finish.
+         */
+        const records = Effect.flatMap(stampOf, (stamp) =>
+          Effect.flatMap(cachedAt(stamp), (cached) =>
+            cached === undefined ? reload : Effect.succeed(cached)
+          )
+        )
         return MemoryStore.of({
-          search: (query, limit) => Effect.map(records, (all) => searchMemory(all, query, limit)),
+          search: (query, limit) => Effect.map(records, (index) => searchIndexed(index, query, limit)),
           read: (id) =>
-            Effect.flatMap(records, (all) => {
-              const found = all.find((stored) => stored.record.id === id)
+            Effect.flatMap(records, (index) => {
+              const found = index.records.find((stored) => stored.record.id === id)
               return found ? Effect.succeed(found.original) : Effect.fail(new UnknownMemory({ id }))
             }),
           importFile: (fixture) =>

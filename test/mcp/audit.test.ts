@@ -9,6 +9,7 @@ import { Clock, Effect, Layer, TestClock } from "effect"
 import { isoTime } from "../../src/domain/Task.js"
 import type { AuditEntry, AuditStatus } from "../../src/mcp/AuditLog.js"
 import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { appendEntry } from "../../src/mcp/auditFiles.js"
 import { Host } from "../../src/services/Host.js"
 import { buildService, tempDir } from "../support/stores.js"
 
@@ -185,6 +186,21 @@ describe("AuditLog.layer (files)", () => {
       const next = entryAt(Day1 + Hour, "t", "ok", 3)
       yield* audit.append(next)
       assert.deepStrictEqual(yield* audit.list({}), [first, next])
+    }).pipe(Effect.provide(NodeContext.layer))
+  )
+
+  // The lock directory inside it is normally made first; an append must not rely on that.
+  it.scoped("an append makes a missing log directory (0700) and its day file (0600)", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      const dir = path.join(yield* tempDir, "nested", "audit")
+      const entry = entryAt(Day1, "t", "ok", 1)
+      yield* appendEntry({ fs, path, dir, tempName: Effect.succeed("unused") }, entry)
+      assert.strictEqual((yield* fs.stat(dir)).mode & 0o777, 0o700)
+      const file = path.join(dir, "2025-06-01.jsonl")
+      assert.strictEqual((yield* fs.stat(file)).mode & 0o777, 0o600)
+      assert.deepStrictEqual(yield* linesOf(fs, file), [entry])
     }).pipe(Effect.provide(NodeContext.layer))
   )
 })
