@@ -4,10 +4,11 @@
  * whose read reads the file back; the same SDK client and stdio transport drive both. Only
  * the round trips are timed: the servers are started, initialized and listed beforehand.
  *
- * Two more series split the gap: the file store's own submit + read in this process
- * (`store`), against the floor's durable write + read of the same bytes (`floor`). What the
- * store costs over the floor is the store's share of the gap; the rest is the server's
- * (the pipeline, the audit log, encoding).
+ * Three more series split the gap, each measured in this process: the file store's own submit
+ * + read (`store`), against the floor's durable write + read of the same bytes (`floor`), and
+ * the two audit entries a round trip writes (`audit`: `AuditLog.append` twice, lock and fsync
+ * included). What the store costs over the floor is the store's share of the gap, the audit
+ * its share; the rest is the server's (pipeline, encoding, stdio, the Effect runtime).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -26,7 +27,8 @@ import {
 } from "node:fs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
-import { ClientRequestId, Host, TaskStore } from "../../src/index.js"
+import type { AuditEntry } from "../../src/index.js"
+import { AuditLog, ClientRequestId, Host, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
@@ -103,6 +105,16 @@ const durableWrite = (dir: string, name: string, bytes: Uint8Array) => {
   }
 }
 
+const auditEntryOf = (tool: string, id: string): AuditEntry => ({
+  time: new Date().toISOString(),
+  server: "relaykeep-tasks",
+  tool,
+  status: "ok",
+  duration_ms: 1,
+  arguments: { client_request_id: id, payload: payloadOf(id) },
+  error: null
+})
+
 const auditLines = (auditDir: string) =>
   readdirSync(auditDir)
     .filter((name) => name.endsWith(".jsonl"))
@@ -143,12 +155,16 @@ export const mcpRoundtrip: Benchmark = {
     ])
 
     const runtime = ManagedRuntime.make(
-      TaskStore.layer({ root: storeRoot }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      Layer.mergeAll(TaskStore.layer({ root: storeRoot }), AuditLog.layer(path.join(dir, "audit"))).pipe(
+        Layer.provide(Host.layer),
+        Layer.provide(NodeContext.layer)
+      )
     )
     const store = await runtime.runPromise(TaskStore)
+    const audit = await runtime.runPromise(AuditLog)
     const recordBytesOf = readFileSync(recordFile)
     const auditDir = path.join(root, "audit")
-    const gaps: Array<{ readonly server: number; readonly store: number }> = []
+    const gaps: Array<{ readonly server: number; readonly store: number; readonly audit: number }> = []
 
     return {
       run: async (index) => {
@@ -193,19 +209,30 @@ export const mcpRoundtrip: Benchmark = {
         }
         const floorMs = perRoundTrip(start)
 
-        gaps.push({ server: relaykeepMs - bareMs, store: storeMs - floorMs })
-        return { relaykeep: relaykeepMs, bare: bareMs, store: storeMs, floor: floorMs }
+        // The audit entries of a round trip: one for the submit, one for the read.
+        start = now()
+        for (const id of ids)
+          for (const tool of ["submit", "read"])
+            await runtime.runPromise(audit.append(auditEntryOf(tool, id)))
+        const auditMs = perRoundTrip(start)
+
+        gaps.push({ server: relaykeepMs - bareMs, store: storeMs - floorMs, audit: auditMs })
+        return { relaykeep: relaykeepMs, bare: bareMs, store: storeMs, floor: floorMs, audit: auditMs }
       },
       details: () => {
         const gap = median(gaps.map((g) => g.server))
         const storeGap = median(gaps.map((g) => g.store))
+        const auditCost = median(gaps.map((g) => g.audit))
+        const share = (part: number) =>
+          `${Math.round((part / gap) * 100)}% (${Math.round(part * 1000) / 1000} ms)`
         return {
           round_trips_per_run: RoundTrips,
           record_bytes: recordBytes,
           // Each relaykeep call is audited (an fsynced line) before its answer goes back.
           audit_entries: auditLines(auditDir),
           gap_ms: Math.round(gap * 1000) / 1000,
-          store_share_of_gap: `${Math.round((storeGap / gap) * 100)}% (store − floor, in process: ${Math.round(storeGap * 1000) / 1000} ms)`
+          store_share_of_gap: `${share(storeGap)}: store − floor, in process (rough on a busy machine)`,
+          audit_share_of_gap: `${share(auditCost)}: two audit appends, in process (rough on a busy machine)`
         }
       },
       close: async () => {
