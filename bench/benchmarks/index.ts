@@ -1,5 +1,6 @@
 /** Every benchmark, in the order the report shows them. */
 import type { Benchmark } from "../harness.js"
+import { passVsHistory } from "./passVsHistory.js"
 import { submitVsFloor } from "./submitVsFloor.js"
 
-export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor]
+export const benchmarks: ReadonlyArray<Benchmark> = [submitVsFloor, passVsHistory]
