@@ -26,6 +26,7 @@ import {
   removeIfExists,
   stage,
   syncDirectory,
+  toStorageError,
   touch
 } from "./durable.js"
 import type { Staged } from "./durable.js"
@@ -52,16 +53,21 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /**
      * The root is opened on the first operation, not when the layer is built. Opening creates
-     * the layout, reconciles after a reboot, sweeps dead writers' temp files and loads the secret.
+     * the layout, reconciles after a reboot, sweeps dead writers' temp files (noting the
+     * misnamed record files it meets) and loads the secret.
      */
-    const openRoot: Effect.Effect<Uint8Array, StorageError> = yield* onceSuccessful(
+    const opened: Effect.Effect<
+      { readonly secret: Uint8Array; readonly misnamed: ReadonlyArray<string> },
+      StorageError
+    > = yield* onceSuccessful(
       Effect.gen(function* () {
         yield* ensureLayout(deps)
         yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
-        yield* sweepTempFiles(deps)
-        return yield* loadSecret(deps)
+        const misnamed = yield* sweepTempFiles(deps)
+        return { secret: yield* loadSecret(deps), misnamed }
       })
     )
+    const openRoot = Effect.map(opened, ({ secret }) => secret)
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
       Effect.zipRight(openRoot, lockTimeoutAsStorageError(lock.withLock(taskId, body)))
@@ -170,19 +176,22 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         })
       )
 
-    const invalidNames = Effect.map(Effect.zipRight(openRoot, listDirectory(fs, layout.tasks)), (names) =>
-      names
-        .filter((name) => name.endsWith(".json") && taskIdOfRecordFile(name) === undefined)
-        .map((name): InvalidRecordReport => ({
-          file: path.join(layout.tasks, name),
-          reason: "file name is not a task id"
-        }))
+    /**
+     * The misnamed record files found when the root was opened, while they are still there. A
+     * pass does not list `tasks/` (that would cost O(all tasks)); `check` finds every one.
+     */
+    const misnamedRecords = Effect.flatMap(opened, ({ misnamed }) =>
+      Effect.filter(misnamed, (file) => fs.exists(file).pipe(Effect.mapError(toStorageError("stat", file))))
+    ).pipe(
+      Effect.map((files) =>
+        files.map((file): InvalidRecordReport => ({ file, reason: "file name is not a task id" }))
+      )
     )
 
     const live: TaskStoreShape["live"] = Effect.gen(function* () {
       const queued: Array<TaskRecord> = []
       const running: Array<TaskRecord> = []
-      const invalid: Array<InvalidRecordReport> = [...(yield* invalidNames)]
+      const invalid: Array<InvalidRecordReport> = [...(yield* misnamedRecords)]
       const seen = new Set<TaskId>()
       const visit = (taskId: TaskId, marker: string, expected: "queued" | "running") =>
         Effect.gen(function* () {
