@@ -3,11 +3,13 @@ import type { Benchmark } from "../harness.js"
 import { coldStart } from "./coldStart.js"
 import { mcpRoundtrip } from "./mcpRoundtrip.js"
 import { memorySearch } from "./memorySearch.js"
+import { passVsHistory } from "./passVsHistory.js"
 import { submitVsFloor } from "./submitVsFloor.js"
 import { workerOverhead } from "./workerOverhead.js"
 
 export const benchmarks: ReadonlyArray<Benchmark> = [
   submitVsFloor,
+  passVsHistory,
   mcpRoundtrip,
   coldStart,
   memorySearch,

@@ -1,0 +1,149 @@
+/**
+ * pass-vs-history: one worker pass over 10 queued echo tasks, on roots that also hold 0, 1,000
+ * and 10,000 finished tasks. A pass must cost O(live tasks): the finished ones must not slow it.
+ *
+ * Each root is a real file store whose finished tasks the store itself wrote (submitted, claimed
+ * and completed through the library API, with the echo provider's result). Each run submits 10
+ * fresh tasks to every root (not measured), then times `runPass` on each, with the providers the
+ * CLI's worker builds. The store of each root stays open across runs, as a worker's does.
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Effect, Layer, ManagedRuntime, Option } from "effect"
+import { mkdirSync, readdirSync } from "node:fs"
+import path from "node:path"
+import { defaultSettings } from "../../src/providers/settings.js"
+import type { TaskId } from "../../src/index.js"
+import { ClientRequestId, DefaultLeaseMillis, Host, Provider, runPass, TaskStore } from "../../src/index.js"
+import type { Benchmark } from "../harness.js"
+import { now } from "../timing.js"
+
+/** Queued tasks per pass. */
+const Queued = 10
+/** Finished tasks already on each root, by series name. */
+const Histories = [
+  { series: "history-0", finished: 0 },
+  { series: "history-1000", finished: 1_000 },
+  { series: "history-10000", finished: 10_000 }
+] as const
+/** Submissions and completions in flight while a root is filled (setup only). */
+const FillConcurrency = 16
+const WorkerId = "bench-worker"
+
+const echoPayload = (label: string) => ({
+  prompt: `${label}: the quick brown fox jumps over the lazy dog`
+})
+
+/** A file store over `root` with the providers `relaykeep worker` builds from default settings. */
+const openRoot = (root: string) =>
+  ManagedRuntime.make(
+    Layer.mergeAll(TaskStore.layer({ root }), Provider.layer(defaultSettings)).pipe(
+      Layer.provideMerge(Host.layer),
+      Layer.provide(NodeHttpClient.layer),
+      Layer.provide(NodeContext.layer)
+    )
+  )
+type Root = ReturnType<typeof openRoot>
+
+/** Submit `count` tasks labelled `label`; returns their ids. */
+const submitTasks = (label: string, count: number) =>
+  Effect.flatMap(TaskStore, (store) =>
+    Effect.forEach(
+      Array.from({ length: count }, (_, n) => n),
+      (n) =>
+        Effect.map(
+          store.submit({
+            clientRequestId: ClientRequestId.make(`${label}-${n}`),
+            payload: echoPayload(`${label}/${n}`)
+          }),
+          (receipt) => receipt.task_id
+        ),
+      { concurrency: FillConcurrency }
+    )
+  )
+
+/** Finish `count` tasks the way a worker does: claim, then complete with echo's result. */
+const fillHistory = (count: number) =>
+  Effect.gen(function* () {
+    const store = yield* TaskStore
+    const ids = yield* submitTasks("history", count)
+    yield* Effect.forEach(
+      ids,
+      (taskId: TaskId) =>
+        Effect.gen(function* () {
+          const claimed = yield* store.claim(taskId, { workerId: WorkerId, leaseMillis: DefaultLeaseMillis })
+          if (Option.isNone(claimed)) return yield* Effect.dieMessage(`could not claim ${taskId}`)
+          const { record, lease } = claimed.value
+          yield* store.complete(taskId, lease, { echo: record.payload, provider: "echo" })
+        }),
+      { concurrency: FillConcurrency, discard: true }
+    )
+  })
+
+const pass = runPass({ workerId: WorkerId, leaseMillis: DefaultLeaseMillis })
+
+const countRecords = (root: string) =>
+  readdirSync(path.join(root, "tasks")).filter((name) => name.endsWith(".json")).length
+
+export const passVsHistory: Benchmark = {
+  name: "pass-vs-history",
+  title: `One worker pass (\`runPass\`, echo provider) over ${Queued} queued tasks, on roots that also hold 0, 1,000 and 10,000 finished tasks, in milliseconds per pass.`,
+  baseline: "the same pass on a root that holds no finished task",
+  unit: "ms per pass",
+  target: { kind: "at-most", subject: "history-10000", baseline: "history-0", max: 1.5 },
+  setup: async ({ dir, log }) => {
+    const roots = new Map<string, { readonly root: string; runtime: Root }>()
+    const fillMillis: Record<string, number> = {}
+    for (const { series, finished } of Histories) {
+      const root = path.join(dir, series)
+      mkdirSync(root)
+      const runtime = openRoot(root)
+      roots.set(series, { root, runtime })
+      if (finished === 0) continue
+      log(`pass-vs-history: finishing ${finished} tasks on ${series}`)
+      const started = now()
+      await runtime.runPromise(fillHistory(finished))
+      fillMillis[series] = Math.round(now() - started)
+    }
+    const closeAll = () => Promise.all([...roots.values()].map(({ runtime }) => runtime.dispose()))
+
+    return {
+      run: async (index) => {
+        const figures: Record<string, number> = {}
+        // Rotate the order, so that no series always runs first (or last) in a run.
+        const order = Histories.map((_, n) => Histories[(n + index + 1) % Histories.length] ?? Histories[0])
+        for (const { series } of order) {
+          const entry = roots.get(series)
+          if (entry === undefined) throw new Error(`no root for ${series}`)
+          if (series === "history-0") {
+            // A root with no history stays so: a fresh one for each run.
+            await entry.runtime.dispose()
+            const root = path.join(dir, `${series}-run${index + 1}`)
+            mkdirSync(root)
+            roots.set(series, { root, runtime: openRoot(root) })
+          }
+          const { root, runtime } = roots.get(series) ?? entry
+          await runtime.runPromise(submitTasks(`run${index + 1}`, Queued))
+          const start = now()
+          const report = await runtime.runPromise(pass)
+          figures[series] = now() - start
+          if (report.dispatched.length !== Queued)
+            throw new Error(
+              `${series}: the pass ran ${report.dispatched.length} tasks, not ${Queued} (${root})`
+            )
+        }
+        return figures
+      },
+      details: () => ({
+        queued_per_pass: Queued,
+        finished_tasks_at_end: Object.fromEntries(
+          [...roots].map(([series, { root }]) => [series, countRecords(root)])
+        ),
+        fill_ms: fillMillis
+      }),
+      close: async () => {
+        await closeAll()
+      }
+    }
+  }
+}
