@@ -4,6 +4,7 @@ import { coldStart } from "./coldStart.js"
 import { mcpRoundtrip } from "./mcpRoundtrip.js"
 import { memorySearch } from "./memorySearch.js"
 import { passVsHistory } from "./passVsHistory.js"
+import { pgThroughput } from "./pgThroughput.js"
 import { submitVsFloor } from "./submitVsFloor.js"
 import { workerOverhead } from "./workerOverhead.js"
 
@@ -11,6 +12,7 @@ export const benchmarks: ReadonlyArray<Benchmark> = [
   submitVsFloor,
   passVsHistory,
   mcpRoundtrip,
+  pgThroughput,
   coldStart,
   memorySearch,
   workerOverhead
