@@ -11,6 +11,8 @@ export interface Machine {
   readonly node: string
   readonly filesystem: string
   readonly postgres: string | null
+  /** The 1-minute load average when the results were written: a busy machine skews every figure. */
+  readonly load_average: number
 }
 
 /** The file system type under `dir`, as `df` names it; "unknown" where `df` cannot tell. */
@@ -31,5 +33,6 @@ export const describeMachine = (dir: string, postgres: string | null): Machine =
   memory_gib: Math.round(os.totalmem() / 2 ** 30),
   node: process.version,
   filesystem: filesystemOf(dir),
-  postgres
+  postgres,
+  load_average: Math.round(os.loadavg()[0] ?? 0)
 })

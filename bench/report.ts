@@ -65,6 +65,7 @@ export const markdown = ({ benchmarks, machine }: Results, methods: string): str
     `- ${machine.os}; ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB`,
     `- Node ${machine.node}; benchmark files on ${machine.filesystem}`,
     `- PostgreSQL: ${machine.postgres ?? "not reached"}`,
+    `- Load average when written: ${machine.load_average} (on ${machine.cores} cores; figures taken on a busy machine are noisy)`,
     "",
     methods.trim(),
     "",

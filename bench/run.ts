@@ -64,29 +64,8 @@ const previousResults = (): ReadonlyArray<BenchResult> => {
   return []
 }
 
-const main = async () => {
-  const { names, runs } = parseArgs(process.argv.slice(2))
-  const chosen =
-    names.length === 0 ? benchmarks : benchmarks.filter((benchmark) => names.includes(benchmark.name))
-  const scratch = process.env["RELAYKEEP_BENCH_DIR"] ?? os.tmpdir()
-  mkdirSync(scratch, { recursive: true })
-
-  const fresh: Array<BenchResult> = []
-  let failed = false
-  for (const benchmark of chosen) {
-    const dir = mkdtempSync(path.join(scratch, `relaykeep-bench-${benchmark.name}-`))
-    try {
-      fresh.push(await runBenchmark(benchmark, { dir, runs, log: (line) => console.error(line) }))
-    } catch (error) {
-      failed = true
-      console.error(
-        `${benchmark.name}: could not run: ${error instanceof Error ? error.stack : String(error)}`
-      )
-    } finally {
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }
-
+/** latest.json and docs/benchmarks.md: these results, and the other benchmarks' last ones. */
+const writeResults = async (scratch: string, fresh: ReadonlyArray<BenchResult>) => {
   // Keep the other benchmarks' last results, in the registry's order.
   const byName = new Map([...previousResults(), ...fresh].map((result) => [result.name, result]))
   const results: Results = {
@@ -102,6 +81,32 @@ const main = async () => {
     docsFile,
     await prettier.format(markdown(results, methods), { ...config, filepath: docsFile })
   )
+}
+
+const main = async () => {
+  const { names, runs } = parseArgs(process.argv.slice(2))
+  const chosen =
+    names.length === 0 ? benchmarks : benchmarks.filter((benchmark) => names.includes(benchmark.name))
+  const scratch = process.env["RELAYKEEP_BENCH_DIR"] ?? os.tmpdir()
+  mkdirSync(scratch, { recursive: true })
+
+  const fresh: Array<BenchResult> = []
+  let failed = false
+  for (const benchmark of chosen) {
+    const dir = mkdtempSync(path.join(scratch, `relaykeep-bench-${benchmark.name}-`))
+    try {
+      fresh.push(await runBenchmark(benchmark, { dir, runs, log: (line) => console.error(line) }))
+      // Written after each benchmark, so that a later one that fails or is stopped loses nothing.
+      await writeResults(scratch, fresh)
+    } catch (error) {
+      failed = true
+      console.error(
+        `${benchmark.name}: could not run: ${error instanceof Error ? error.stack : String(error)}`
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
 
   console.log(terminalTable(fresh))
   console.log(`\nwrote ${path.relative(repo, latestFile)} and ${path.relative(repo, docsFile)}`)

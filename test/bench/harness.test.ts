@@ -105,7 +105,8 @@ describe("the benchmark harness", () => {
       memory_gib: 24,
       node: "v20",
       filesystem: "ext4",
-      postgres: null
+      postgres: null,
+      load_average: 1
     }
     const page = markdown({ machine, benchmarks: [result] }, "## How")
     assert.include(page, "| fake |")
