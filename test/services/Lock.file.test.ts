@@ -11,7 +11,7 @@ import { Clock, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Scope } fr
 import { Host } from "../../src/services/Host.js"
 import { Lock } from "../../src/services/Lock.js"
 import { lockContract } from "../contract/Lock.contract.js"
-import { fileLockAt, listNames, lockJson, readLock, replaceText, token } from "../support/locks.js"
+import { fileLockAt, listNames, lockJson, readLock, token, writeText } from "../support/locks.js"
 import { buildService, tempDir } from "../support/stores.js"
 
 lockContract("file", () => Effect.flatMap(tempDir, (dir) => fileLockAt(dir)))
@@ -21,27 +21,22 @@ const here = { hostname: "here", bootId: "boot-now" }
 const hostA = { ...here, pid: 100, alive: new Set([200]) }
 const hostB = { ...here, pid: 200, alive: new Set([100]) }
 
-/**
- * The real FileSystem, except that removing `file` (unlinking it, or renaming it away) first
- * says so on `reached`, then waits for `gate`.
- */
-const stallingRemovalOf = (file: string, reached: Deferred.Deferred<void>, gate: Deferred.Deferred<void>) =>
+/** The real FileSystem, except that removing `file` first says so on `reached`, then waits for `gate`. */
+const stallingRemoveOf = (file: string, reached: Deferred.Deferred<void>, gate: Deferred.Deferred<void>) =>
   Layer.effect(
     FileSystem.FileSystem,
-    Effect.map(FileSystem.FileSystem, (fs) => {
-      const stall = <A, E>(target: string, removal: Effect.Effect<A, E>) =>
-        target === file
-          ? Deferred.succeed(reached, undefined).pipe(
-              Effect.zipRight(Deferred.await(gate)),
-              Effect.zipRight(removal)
-            )
-          : removal
-      return FileSystem.FileSystem.of({
+    Effect.map(FileSystem.FileSystem, (fs) =>
+      FileSystem.FileSystem.of({
         ...fs,
-        remove: (target, options) => stall(target, fs.remove(target, options)),
-        rename: (from, to) => stall(from, fs.rename(from, to))
+        remove: (target, options) =>
+          target === file
+            ? Deferred.succeed(reached, undefined).pipe(
+                Effect.zipRight(Deferred.await(gate)),
+                Effect.zipRight(fs.remove(target, options))
+              )
+            : fs.remove(target, options)
       })
-    })
+    )
   ).pipe(Layer.provide(NodeFileSystem.layer))
 
 describe("file lock on disk", () => {
@@ -89,7 +84,7 @@ describe("file lock on disk", () => {
         nowMillis: yield* Clock.currentTimeMillis
       })
       // A's lock was judged stale and replaced by B's while A still ran its section.
-      yield* lock.withLock("task-1", replaceText(file, successor))
+      yield* lock.withLock("task-1", writeText(file, successor))
       const after = yield* readLock(file)
       assert.isTrue(Option.isSome(after), "A's release removed B's lock")
       if (Option.isSome(after)) assert.strictEqual(after.value.token, token("b"))
@@ -137,7 +132,7 @@ describe("file lock on disk", () => {
         const gate = yield* Deferred.make<void>()
         const stalling = Lock.layer(dir, { ttlMillis: 300 }).pipe(
           Layer.provide(Host.layerTest(hostA)),
-          Layer.provide(stallingRemovalOf(file, reached, gate)),
+          Layer.provide(stallingRemoveOf(file, reached, gate)),
           Layer.provide(NodePath.layer)
         )
         const lockA = yield* buildService(Lock, stalling)

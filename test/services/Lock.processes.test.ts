@@ -84,7 +84,6 @@ const breakingRace = (scenario: Scenario) =>
     assert.isFalse(yield* host.isAlive(dead), `pid ${dead} has exited`)
     const now = yield* Clock.currentTimeMillis
     const planted = { pid: dead, host: host.hostname, bootId: host.bootId, nowMillis: now }
-    // Planted as regular files, as earlier versions wrote locks; the dying hammers leave links.
     yield* writeText(
       path.join(lockDir, "task-1"),
       lockJson({ ...planted, token: token("a"), expiresInMillis: 30_000 })

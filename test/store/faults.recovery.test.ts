@@ -85,8 +85,8 @@ describe("file store recovery at open", () => {
         Layer.build(FaultyFileSystem.layer),
         Layer.build(FaultyFileSystem.layer)
       ])
-      // The second process is about to create its reconciliation lock (a symbolic link) when
-      // the first one takes that lock and reconciles.
+      // The second process has written its reconciliation lock file (a temp file) and is about
+      // to link it into place when the first one takes that lock and reconciles.
       const hold = yield* Context.get(second, FaultPlan).holdAt("link", 1)
       const opening = yield* Effect.fork(
         Effect.exit(fileStoreOn(root, { ...boot, pid: 2002 }, Layer.succeedContext(second)))

@@ -13,11 +13,10 @@ import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
 const id = (text: string) => ClientRequestId.make(text)
 const mode = (path: string) => statSync(path).mode & 0o777
 
-/** A file store whose FileSystem counts reads of record files, and listings of `tasks/`. */
+/** A file store whose FileSystem counts reads of record files. */
 const countingStore = (root: string) =>
   Effect.gen(function* () {
     const reads = yield* Ref.make(0)
-    const listings = yield* Ref.make(0)
     const counting = Layer.effect(
       FileSystem.FileSystem,
       Effect.map(FileSystem.FileSystem, (fs) => ({
@@ -26,11 +25,6 @@ const countingStore = (root: string) =>
           Effect.zipRight(
             path.endsWith(".json") ? Ref.update(reads, (n) => n + 1) : Effect.void,
             fs.readFile(path)
-          ),
-        readDirectory: (path: string, options?: FileSystem.ReadDirectoryOptions) =>
-          Effect.zipRight(
-            path === join(root, "tasks") ? Ref.update(listings, (n) => n + 1) : Effect.void,
-            fs.readDirectory(path, options)
           )
       }))
     ).pipe(Layer.provide(NodeContext.layer))
@@ -41,7 +35,7 @@ const countingStore = (root: string) =>
         Layer.provide(Layer.merge(NodeContext.layer, counting))
       )
     )
-    return { store, reads, listings }
+    return { store, reads }
   })
 
 describe("file store layout", () => {
@@ -86,39 +80,17 @@ describe("file store index", () => {
   it.scoped("live reads only live records, however many tasks have finished", () =>
     Effect.gen(function* () {
       const root = yield* tempDir
-      const { store, reads, listings } = yield* countingStore(root)
+      const { store, reads } = yield* countingStore(root)
       for (let i = 0; i < 60; i++) {
         const receipt = yield* store.submit({ clientRequestId: id(`done-${i}`), payload: { i } })
         yield* store.cancel(receipt.task_id, receipt.payload_sha256)
       }
       for (let i = 0; i < 3; i++) yield* store.submit({ clientRequestId: id(`live-${i}`), payload: { i } })
       yield* Ref.set(reads, 0)
-      yield* Ref.set(listings, 0)
       const live = yield* store.live
       assert.strictEqual(live.queued.length, 3)
       assert.strictEqual(yield* Ref.get(reads), 3)
-      assert.strictEqual(yield* Ref.get(listings), 0, "live listed tasks/")
     })
-  )
-
-  it.scoped(
-    "a misnamed record file is reported by live while it is there, though live never lists tasks/",
-    () =>
-      Effect.gen(function* () {
-        const root = yield* tempDir
-        yield* (yield* fileStoreAt(root)).submit({ clientRequestId: id("a"), payload: {} })
-        const misnamed = join(root, "tasks", "whatever.json")
-        writeFileSync(misnamed, "{}", { mode: 0o600 })
-        const report = [{ file: misnamed, reason: "file name is not a task id" }]
-        // Opening the root lists tasks/ once (it sweeps dead writers' temp files): it notes the file.
-        const { store, listings } = yield* countingStore(root)
-        assert.deepStrictEqual((yield* store.live).invalid, report)
-        assert.deepStrictEqual((yield* store.live).invalid, report)
-        assert.strictEqual(yield* Ref.get(listings), 1, "tasks/ listed once, when the root was opened")
-        assert.deepStrictEqual((yield* store.check).invalid_records, report)
-        rmSync(misnamed)
-        assert.deepStrictEqual((yield* store.live).invalid, [])
-      })
   )
 
   it.scoped("live repairs markers that disagree with their records", () =>

@@ -14,10 +14,10 @@ import { buildService, tempDir } from "../support/stores.js"
 const existing = '{"id":"a","text":"alpha note","source":"s"}\n'
 const incoming = '{"id":"b","text":"beta note","source":"s"}\n{"id":"c","text":"gamma note","source":"s"}\n'
 
-// The append is the one write of an import (the lock and its release guard are links), and its
-// fsync the only fsync.
+// Writes of one import: the lock file (1), the append (2), the release guard (3); the append's
+// fsync is the only fsync.
 const faults: ReadonlyArray<readonly [string, Fault]> = [
-  ["a torn append", { _tag: "Tear", nth: 1, crash: false }],
+  ["a torn append", { _tag: "Tear", nth: 2, crash: false }],
   ["a failed fsync of the append", { _tag: "Fail", operation: "sync", nth: 1, errno: "EIO" }]
 ]
 

@@ -1,6 +1,6 @@
 /**
  * A FileSystem for failure-injection tests: the real Node file system, wrapped so that a plan
- * held in a Ref can fail or tear the Nth write, fsync, rename, link (or symlink) or remove, or "crash" the
+ * held in a Ref can fail or tear the Nth write, fsync, rename, link or remove, or "crash" the
  * process after its Nth mutating call (the disk keeps what was done; every later call fails,
  * finalizers included, as if the process had died there).
  *
@@ -212,8 +212,7 @@ const make = (
     remove: (path, options) => guard("remove", "remove")(path, real.remove(path, options)),
     rename: (from, to) => guard("rename", "rename")(to, real.rename(from, to)),
     stat: (path) => reads("stat")(path, real.stat(path)),
-    // A symbolic link is created whole and exclusively, like a hard link (file locks are both).
-    symlink: (from, to) => guard("link", "symlink")(to, real.symlink(from, to)),
+    symlink: (from, to) => mutates("symlink")(to, real.symlink(from, to)),
     truncate: (path, length) => mutates("truncate")(path, real.truncate(path, length)),
     utimes: (path, atime, mtime) => mutates("utimes")(path, real.utimes(path, atime, mtime)),
     watch: (path, options) =>

@@ -61,32 +61,16 @@ export const lockJson = (options: {
   return JSON.stringify(fields)
 }
 
-/**
- * The lock at `file`, decoded; None when it is missing or not a lock. FileLock.ts writes a lock
- * as a symbolic link whose target is its JSON; a regular file (planted by a test, or written by
- * an earlier version) is read as a lock too.
- */
+/** The lock file at `file`, decoded; None when it is missing or not a lock. */
 export const readLock = (file: string) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
-    const target = yield* Effect.option(fs.readLink(file))
-    if (Option.isSome(target)) return decodeLockFile(target.value)
     if (!(yield* fs.exists(file))) return Option.none<LockFields>()
     return decodeLockFile(yield* fs.readFileString(file))
   })
 
 export const writeText = (file: string, text: string) =>
   Effect.flatMap(FileSystem.FileSystem, (fs) => fs.writeFileString(file, text))
-
-/**
- * Put a lock file holding `text` in the place of whatever is at `file`, in one rename, as a
- * breaker that took the lock over would leave it. (Writing into `file` would follow the link
- * that a held lock is.)
- */
-export const replaceText = (file: string, text: string) =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) =>
-    Effect.zipRight(fs.writeFileString(`${file}.replacing`, text), fs.rename(`${file}.replacing`, file))
-  )
 
 export const listNames = (directory: string) =>
   Effect.map(

@@ -1,29 +1,20 @@
 /**
  * Cross-process locks as files, and the protocol that keeps them exclusive.
  *
- * - Take: the lock `<dir>/<key>` is a symbolic link created with symlink(2), which fails if the
- *   name exists; its target is the holder `{owner, token, pid, host, boot_id, acquired_at,
- *   expires_at}` as JSON. The link and its content appear in one call, so no reader ever sees a
- *   partial lock and no crash leaves a lock without a holder; a reader takes it in one readlink.
- *   Nothing follows the link. (A regular file at the name, from an earlier version that wrote
- *   locks whole with temp file and `link`, is read as a lock too.)
+ * - Take: the lock file `<dir>/<key>` is created whole (temp file, then `link`, which fails if
+ *   the name exists), holding `{owner, token, pid, host, boot_id, acquired_at, expires_at}`.
  * - Stale: its boot id is not this boot's (same host), its pid is gone (same host), or it expired.
  * - Remove-if-held-by(T): every unlink of a lock file, by its owner or by a breaker, happens
  *   under a guard file `<file>.break-<T>` named after the token T it means to remove, and
- *   re-reads the file under that guard: it unlinks only if the file still carries T (it compares
- *   the whole content it judged, which holds T). (Only when the guard itself cannot be created,
- *   on a full disk, does an owner whose lock is well inside its lifetime remove it directly.)
+ *   re-reads the file under that guard: it unlinks only if the file still carries T. (Only when
+ *   the guard itself cannot be created, on a full disk, does an owner whose lock is well inside
+ *   its lifetime remove it directly.)
  *   Two processes acting on the same judgement serialise on the same guard; a process acting on
  *   an old judgement finds a different token and does nothing. This closes the race where A
  *   and B both judge L1 stale, B replaces it with L2, and A removes L2.
- * - The lock is unlinked by renaming it onto its guard (one call rather than an unlink's three
- *   through the platform's FileSystem); the guard, released by plain unlink, takes it along.
  * - Guards are held for microseconds and released by plain unlink. A guard is broken (by the
  *   same remove-if-held-by, one level deeper) only when its holder is dead; a live local guard
  *   holder is never broken by time, so on one host no two processes can hold the same guard.
- * - Within one process, the fibers that want one key queue in memory, and only the first of
- *   them goes to the disk: the file lock is between processes, and no fiber polls a lock that
- *   a fiber of its own process holds.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
@@ -32,16 +23,8 @@ import { sha256Hex } from "../../domain/canonical.js"
 import { LockTimeout, StorageError } from "../../domain/errors.js"
 import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
 import { Host } from "../../services/Host.js"
-import {
-  ensureDirectory,
-  fromUtf8,
-  isAlreadyExists,
-  isNotFound,
-  readIfExists,
-  removeIfExists,
-  toStorageError,
-  utf8
-} from "./durable.js"
+import { tempName } from "./layout.js"
+import { createComplete, ensureDirectory, fromUtf8, readIfExists, removeIfExists, utf8 } from "./durable.js"
 
 const LockFile = Schema.parseJson(
   Schema.Struct({
@@ -55,12 +38,6 @@ const LockFile = Schema.parseJson(
   })
 )
 const decodeLockFile = Schema.decodeUnknownOption(LockFile)
-
-/** What a lock or guard file holds: its token, and its whole content as written. */
-interface Held {
-  readonly token: string
-  readonly text: string
-}
 
 export interface FileLockSettings {
   /** A lock older than this is stale even if its holder seems alive. */
@@ -102,60 +79,44 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         return timeMillis(holder.expires_at) <= now
       })
 
-    /**
-     * The holder a lock or guard names, as text: the target of its link, or the content of a
-     * regular file (written by an earlier version, or by hand). None when it is gone.
-     */
-    const readHolder = (file: string): Effect.Effect<Option.Option<string>, StorageError> =>
-      fs.readLink(file).pipe(
-        Effect.map(Option.some),
-        Effect.catchIf(isNotFound, () => Effect.succeedNone),
-        Effect.catchAll(() => Effect.map(readIfExists(fs, file), Option.map(fromUtf8)))
-      )
-
-    /** The holder a file names, and whether it is stale; None when the file is gone. */
+    /** The token a file carries and whether it is stale; None when the file is gone. */
     const inspect = (file: string, isGuard: boolean) =>
       Effect.gen(function* () {
-        const text = yield* readHolder(file)
-        if (Option.isNone(text)) return Option.none<{ readonly held: Held; readonly stale: boolean }>()
-        const holder = decodeLockFile(text.value)
+        const bytes = yield* readIfExists(fs, file)
+        if (Option.isNone(bytes)) return Option.none<{ readonly token: string; readonly stale: boolean }>()
+        const holder = decodeLockFile(fromUtf8(bytes.value))
         // A file we cannot read as a lock was not written by this protocol: break it by content.
-        if (Option.isNone(holder)) {
-          const token = `x${sha256Hex(utf8(text.value)).slice(0, 31)}`
-          return Option.some({ held: { token, text: text.value }, stale: true })
-        }
+        if (Option.isNone(holder))
+          return Option.some({ token: `x${sha256Hex(bytes.value).slice(0, 31)}`, stale: true })
         const now = yield* Clock.currentTimeMillis
-        return Option.some({
-          held: { token: holder.value.token, text: text.value },
-          stale: yield* isStale(holder.value, now, isGuard)
-        })
+        return Option.some({ token: holder.value.token, stale: yield* isStale(holder.value, now, isGuard) })
       })
 
     const tryCreate = (file: string, ttl: number) =>
       Effect.gen(function* () {
         const token = yield* host.token
         const now = yield* Clock.currentTimeMillis
-        const text = JSON.stringify({
-          owner: `${host.pid}@${host.hostname}`,
-          token,
-          pid: host.pid,
-          host: host.hostname,
-          boot_id: host.bootId,
-          acquired_at: isoTime(now),
-          expires_at: isoTime(now + ttl)
-        })
-        const created = yield* fs.symlink(text, file).pipe(
-          Effect.as(true),
-          Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
-          Effect.mapError(toStorageError("symlink", file))
+        const content = utf8(
+          JSON.stringify({
+            owner: `${host.pid}@${host.hostname}`,
+            token,
+            pid: host.pid,
+            host: host.hostname,
+            boot_id: host.bootId,
+            acquired_at: isoTime(now),
+            expires_at: isoTime(now + ttl)
+          })
         )
-        return created ? Option.some<Held>({ token, text }) : Option.none<Held>()
+        const created = yield* createComplete(fs, path, file, tempName(host.pid, token), content, {
+          durable: false
+        })
+        return created ? Option.some(token) : Option.none<string>()
       })
 
     /**
-     * Take `file`, breaking stale holders; returns what it now holds. While a live
-     * holder has it, waiters only read the file (one readlink) and back off with jitter, so
-     * many waiters cost little; they try to create it again once it is gone.
+     * Take `file`, breaking stale holders; returns the token that now holds it. While a live
+     * holder has it, waiters only read the file (no temp file, no link) and back off with
+     * jitter, so many waiters cost little; they try to create it again once it is gone.
      */
     const take = (
       file: string,
@@ -163,7 +124,7 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
       ttl: number,
       waitMillis: number,
       depth: number
-    ): Effect.Effect<Held, LockTimeout | StorageError> =>
+    ): Effect.Effect<string, LockTimeout | StorageError> =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
         let pause = 1
@@ -174,7 +135,7 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
             const holder = yield* inspect(file, depth > 0)
             if (Option.isNone(holder)) break
             if (holder.value.stale && depth < MaxGuardDepth) {
-              yield* removeIfHeldBy(file, key, holder.value.held, waitMillis, depth)
+              yield* removeIfHeldBy(file, key, holder.value.token, waitMillis, depth)
               break
             }
             const now = yield* Clock.currentTimeMillis
@@ -188,27 +149,22 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         }
       })
 
-    /**
-     * Unlink `file` if, and only if, it still holds what `held` names (see the module comment).
-     * The content is compared whole: the token in it is unique to one taking of the lock.
-     */
+    /** Unlink `file` if, and only if, it still carries `token` (see the module comment). */
     const removeIfHeldBy = (
       file: string,
       key: string,
-      held: Held,
+      token: string,
       waitMillis: number,
       depth: number
     ): Effect.Effect<void, LockTimeout | StorageError> => {
-      const guard = `${file}.break-${held.token.slice(0, 32)}`
+      const guard = `${file}.break-${token.slice(0, 32)}`
       return Effect.acquireUseRelease(
         take(guard, key, GuardTtlMillis, waitMillis, depth + 1),
         () =>
-          Effect.flatMap(readHolder(file), (current) =>
-            Option.isSome(current) && current.value === held.text
-              ? // Moved onto the guard: one call frees the name, and removing the guard removes both.
-                fs.rename(file, guard).pipe(Effect.mapError(toStorageError("rename", file)))
-              : Effect.void
-          ),
+          Effect.gen(function* () {
+            const current = yield* inspect(file, depth > 0)
+            if (Option.isSome(current) && current.value.token === token) yield* removeIfExists(fs, file)
+          }),
         () => removeIfExists(fs, guard).pipe(Effect.ignore)
       )
     }
@@ -220,39 +176,19 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
      * it expires. (A holder stalled past half its lifetime between that check and the removal
      * could still remove a successor's lock; the lease fence in the record stops such a holder.)
      */
-    const release = (file: string, key: string, held: Held, waitMillis: number) =>
-      removeIfHeldBy(file, key, held, waitMillis, 0).pipe(
+    const release = (file: string, key: string, token: string, waitMillis: number) =>
+      removeIfHeldBy(file, key, token, waitMillis, 0).pipe(
         Effect.catchTag("StorageError", (error) =>
           Effect.gen(function* () {
-            const text = yield* readHolder(file)
-            if (Option.isNone(text) || text.value !== held.text) return
-            const holder = decodeLockFile(text.value)
-            if (Option.isNone(holder)) return
+            const bytes = yield* readIfExists(fs, file)
+            if (Option.isNone(bytes)) return
+            const holder = decodeLockFile(fromUtf8(bytes.value))
+            if (Option.isNone(holder) || holder.value.token !== token) return
             const now = yield* Clock.currentTimeMillis
             if (now >= timeMillis(holder.value.expires_at) - ttlMillis / 2) return yield* error
             yield* removeIfExists(fs, file)
           })
         )
-      )
-
-    /**
-     * One gate per key for the fibers of this process, dropped when nobody uses it: a fiber
-     * waits at the gate in memory, and only the one that passes it takes the file lock.
-     */
-    const gates = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
-    const enterGate = (key: string) =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          const gate = gates.get(key) ?? { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
-          gate.users += 1
-          gates.set(key, gate)
-          return gate
-        }),
-        (gate) =>
-          Effect.sync(() => {
-            gate.users -= 1
-            if (gate.users === 0) gates.delete(key)
-          })
       )
 
     const acquire = (key: string, options?: { readonly waitMillis?: number; readonly ttlMillis?: number }) =>
@@ -263,24 +199,10 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         yield* ensureReady
         const file = path.join(directory, key)
         const waitMillis = options?.waitMillis ?? defaultWait
-        const started = yield* Clock.currentTimeMillis
-        const gate = yield* enterGate(key)
-        const passed = yield* Effect.acquireRelease(
-          gate.users === 1
-            ? // Nobody else in this process holds or awaits the key: the gate is open.
-              Effect.asSome(gate.semaphore.take(1))
-            : // The wait stays interruptible inside acquireRelease, so that a timeout or a shutdown ends it.
-              Effect.interruptible(gate.semaphore.take(1)).pipe(
-                Effect.timeoutOption(Duration.millis(waitMillis))
-              ),
-          (permit) => (Option.isSome(permit) ? gate.semaphore.release(1) : Effect.void)
-        )
-        const waited = (yield* Clock.currentTimeMillis) - started
-        if (Option.isNone(passed)) return yield* new LockTimeout({ key, waitedMillis: waited })
         yield* Effect.acquireRelease(
-          take(file, key, options?.ttlMillis ?? ttlMillis, Math.max(waitMillis - waited, 0), 0),
-          (held) =>
-            release(file, key, held, waitMillis).pipe(
+          take(file, key, options?.ttlMillis ?? ttlMillis, waitMillis, 0),
+          (token) =>
+            release(file, key, token, waitMillis).pipe(
               Effect.catchAll((error) => Effect.logWarning(`could not release lock ${key}: ${error.message}`))
             )
         )

@@ -7,7 +7,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { Clock, Effect, Either, Exit, Fiber, Option, Stream } from "effect"
+import { Clock, Effect, Either, Option, Stream } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
@@ -19,18 +19,7 @@ import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
 import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
-import {
-  commit,
-  discard,
-  listDirectory,
-  readIfExists,
-  removeIfExists,
-  stage,
-  syncDirectory,
-  toStorageError,
-  touch
-} from "./durable.js"
-import type { Staged } from "./durable.js"
+import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
 import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
@@ -54,21 +43,16 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /**
      * The root is opened on the first operation, not when the layer is built. Opening creates
-     * the layout, reconciles after a reboot, sweeps dead writers' temp files (noting the
-     * misnamed record files it meets) and loads the secret.
+     * the layout, reconciles after a reboot, sweeps dead writers' temp files and loads the secret.
      */
-    const opened: Effect.Effect<
-      { readonly secret: Uint8Array; readonly misnamed: ReadonlyArray<string> },
-      StorageError
-    > = yield* onceSuccessful(
+    const openRoot: Effect.Effect<Uint8Array, StorageError> = yield* onceSuccessful(
       Effect.gen(function* () {
         yield* ensureLayout(deps)
         yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
-        const misnamed = yield* sweepTempFiles(deps)
-        return { secret: yield* loadSecret(deps), misnamed }
+        yield* sweepTempFiles(deps)
+        return yield* loadSecret(deps)
       })
     )
-    const openRoot = Effect.map(opened, ({ secret }) => secret)
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
       Effect.zipRight(openRoot, lockTimeoutAsStorageError(lock.withLock(taskId, body)))
@@ -87,22 +71,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         Option.isSome(record) ? Effect.succeed(record.value) : Effect.fail(new UnknownTask({ taskId }))
       )
 
-    /** A record's new content, written and fsynced beside it (durable.ts), not yet in place. */
-    const stageRecord = (record: TaskRecord) =>
+    const save = (record: TaskRecord) =>
       Effect.flatMap(host.token, (token) =>
-        stage(fs, path, layout.record(record.task_id), tempName(host.pid, token), encodeRecord(record))
-      )
-
-    /**
-     * Put a staged record in place under its task's lock (rename) and make it durable (fsync
-     * the directory), with `meanwhile` (which needs the lock, not the fsync) run alongside the
-     * fsync. The lock is released only after both: whoever takes it next may answer from what
-     * it reads without writing (a submit that finds its task), so what it reads must be durable.
-     */
-    const put = (staged: Staged, meanwhile: Effect.Effect<void> = Effect.void) =>
-      Effect.zipRight(
-        commit(fs, staged),
-        Effect.all([syncDirectory(fs, layout.tasks), meanwhile], { concurrency: 2, discard: true })
+        writeDurable(fs, path, layout.record(record.task_id), tempName(host.pid, token), encodeRecord(record))
       )
 
     /**
@@ -117,10 +88,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         if (record.state !== "running") yield* removeIfExists(fs, layout.runningMarker(record.task_id))
       })
 
-    /**
-     * Read, apply a fenced transition, write durably and move the markers (while the directory
-     * is fsynced); all under the task's lock.
-     */
+    /** Read, apply a fenced transition, write durably, then move markers; all under the task's lock. */
     const transition = <A, E>(
       taskId: TaskId,
       step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
@@ -132,12 +100,12 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           const now = yield* Clock.currentTimeMillis
           const [next, answer] = yield* step(record, now)
           if (next) {
-            // Once the rename is done the outcome stands, whether or not the markers move. They
-            // are hints a pass repairs, so a failure to move one is logged rather than reported.
-            const markers = alignMarkers(next).pipe(
+            yield* save(next)
+            // The write is durable: the outcome stands. Markers are hints a pass repairs, so a
+            // failure to move one is logged rather than reported as a failed operation.
+            yield* alignMarkers(next).pipe(
               Effect.catchAll((error) => Effect.logWarning(`index marker not updated: ${error.message}`))
             )
-            yield* put(yield* stageRecord(next), markers)
           }
           return answer
         })
@@ -177,22 +145,19 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         })
       )
 
-    /**
-     * The misnamed record files found when the root was opened, while they are still there. A
-     * pass does not list `tasks/` (that would cost O(all tasks)); `check` finds every one.
-     */
-    const misnamedRecords = Effect.flatMap(opened, ({ misnamed }) =>
-      Effect.filter(misnamed, (file) => fs.exists(file).pipe(Effect.mapError(toStorageError("stat", file))))
-    ).pipe(
-      Effect.map((files) =>
-        files.map((file): InvalidRecordReport => ({ file, reason: "file name is not a task id" }))
-      )
+    const invalidNames = Effect.map(Effect.zipRight(openRoot, listDirectory(fs, layout.tasks)), (names) =>
+      names
+        .filter((name) => name.endsWith(".json") && taskIdOfRecordFile(name) === undefined)
+        .map((name): InvalidRecordReport => ({
+          file: path.join(layout.tasks, name),
+          reason: "file name is not a task id"
+        }))
     )
 
     const live: TaskStoreShape["live"] = Effect.gen(function* () {
       const queued: Array<TaskRecord> = []
       const running: Array<TaskRecord> = []
-      const invalid: Array<InvalidRecordReport> = [...(yield* misnamedRecords)]
+      const invalid: Array<InvalidRecordReport> = [...(yield* invalidNames)]
       const seen = new Set<TaskId>()
       const visit = (taskId: TaskId, marker: string, expected: "queued" | "running") =>
         Effect.gen(function* () {
@@ -246,36 +211,24 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       submit: Effect.fn("TaskStore.submit")(function* (request) {
         const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
         const taskId = Transitions.taskIdFor(yield* openRoot, request.clientRequestId)
-        const record = Transitions.newRecord({
-          taskId,
-          clientRequestId: request.clientRequestId,
-          payload: request.payload,
-          payloadSha256: prepared.sha,
-          now: yield* Clock.currentTimeMillis
-        })
-        // Most submits are new: the record is written and fsynced beside its place while the lock
-        // is taken and the task looked for, so that under the lock only the marker, the rename and
-        // the directory fsync remain. A submit that finds its task there throws the staged file away.
-        const staging = yield* Effect.fork(stageRecord(record))
-        const [receipt] = yield* locked(
+        return yield* locked(
           taskId,
           Effect.gen(function* () {
             const existing = yield* load(taskId)
-            if (Option.isSome(existing))
-              return [yield* Transitions.resubmit(existing.value, prepared.sha), false] as const
+            if (Option.isSome(existing)) return yield* Transitions.resubmit(existing.value, prepared.sha)
+            const record = Transitions.newRecord({
+              taskId,
+              clientRequestId: request.clientRequestId,
+              payload: request.payload,
+              payloadSha256: prepared.sha,
+              now: yield* Clock.currentTimeMillis
+            })
             // Marker first: a crash after it leaves a hint without a record, which a pass drops.
             yield* touch(fs, layout.queuedMarker(record))
-            yield* put(yield* Fiber.join(staging))
-            return [toReceipt(record), true] as const
+            yield* save(record)
+            return toReceipt(record)
           })
-        ).pipe(
-          Effect.onExit((exit) =>
-            Exit.isSuccess(exit) && exit.value[1]
-              ? Effect.void
-              : Effect.ignore(Effect.flatMap(Fiber.join(staging), (staged) => discard(fs, staged)))
-          )
         )
-        return receipt
       }),
       read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
         const record = yield* loadExisting(taskId)

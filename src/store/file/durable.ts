@@ -45,46 +45,6 @@ const writeNew = (
     })
   )
 
-/** New content for `path`, written whole to a temp file beside it and fsynced: not in place yet. */
-export interface Staged {
-  readonly path: string
-  readonly temp: string
-}
-
-/**
- * The first half of a durable replace: write `bytes` to a temp file in the directory of `path`
- * (O_EXCL), fsync, close. Nothing is visible at `path` yet. A failure removes the temp file when
- * possible; `discard` removes a staged file that will not be committed.
- */
-export const stage = (
-  fs: Files,
-  paths: Paths,
-  path: string,
-  tempName: string,
-  bytes: Uint8Array
-): Effect.Effect<Staged, StorageError> => {
-  const temp = paths.join(paths.dirname(path), tempName)
-  return writeNew(fs, temp, bytes, true).pipe(
-    Effect.mapError(toStorageError("write", temp)),
-    Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)),
-    Effect.as({ path, temp })
-  )
-}
-
-/**
- * The second half: rename the staged file over its path. Once this succeeds every reader sees
- * the new content; it is durable once the directory is fsynced (`syncDirectory`), and only
- * then may the caller acknowledge. A failure leaves `path` as it was and removes the temp file.
- */
-export const commit = (fs: Files, staged: Staged): Effect.Effect<void, StorageError> =>
-  fs.rename(staged.temp, staged.path).pipe(
-    Effect.mapError(toStorageError("rename", staged.path)),
-    Effect.tapError(() => fs.remove(staged.temp).pipe(Effect.ignore))
-  )
-
-export const discard = (fs: Files, staged: Staged): Effect.Effect<void> =>
-  fs.remove(staged.temp).pipe(Effect.ignore)
-
 /**
  * Replace `path` durably: write a temp file in the same directory (O_EXCL), fsync, close,
  * rename over `path`, fsync the directory. Only then may the caller acknowledge.
@@ -96,11 +56,16 @@ export const writeDurable = (
   path: string,
   tempName: string,
   bytes: Uint8Array
-): Effect.Effect<void, StorageError> =>
-  stage(fs, paths, path, tempName, bytes).pipe(
-    Effect.flatMap((staged) => commit(fs, staged)),
-    Effect.zipRight(syncDirectory(fs, paths.dirname(path)))
+): Effect.Effect<void, StorageError> => {
+  const dir = paths.dirname(path)
+  const temp = paths.join(dir, tempName)
+  return writeNew(fs, temp, bytes, true).pipe(
+    Effect.mapError(toStorageError("write", temp)),
+    Effect.zipRight(fs.rename(temp, path).pipe(Effect.mapError(toStorageError("rename", path)))),
+    Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)),
+    Effect.zipRight(syncDirectory(fs, dir))
   )
+}
 
 /**
  * Create `path` atomically with its whole content, or report that it exists: the content is
@@ -132,16 +97,11 @@ export const createComplete = (
   }).pipe(Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)))
 }
 
-/**
- * Create an index marker; an existing one is fine. A marker is only a name, so it is made as
- * a symbolic link (to `marker`, never followed): the one kind of file a single call creates.
- * Not fsynced: markers are hints.
- */
+/** Create an empty file (an index marker); an existing one is fine. Not fsynced: markers are hints. */
 export const touch = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
-  fs.symlink("marker", path).pipe(
-    Effect.catchIf(isAlreadyExists, () => Effect.void),
-    Effect.mapError(toStorageError("create", path))
-  )
+  fs
+    .writeFile(path, new Uint8Array(0), { flag: "a", mode: FileMode })
+    .pipe(Effect.mapError(toStorageError("create", path)))
 
 /** Remove a file; a missing one is fine. */
 export const removeIfExists = (fs: Files, path: string): Effect.Effect<void, StorageError> =>

@@ -5,8 +5,8 @@
  *   <root>/secret                        HMAC key for task ids (0600)
  *   <root>/boot                          boot id of the machine that last reconciled this root
  *   <root>/tasks/<task_id>.json          the record
- *   <root>/index/queued/<ms>-<task_id>   marker: may be queued (names sort oldest first)
- *   <root>/index/running/<task_id>       marker: may be running
+ *   <root>/index/queued/<ms>-<task_id>   empty marker: may be queued (names sort oldest first)
+ *   <root>/index/running/<task_id>       empty marker: may be running
  *   <root>/locks/<key>                   short-lived lock files
  */
 import type { Path } from "@effect/platform"

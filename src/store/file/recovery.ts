@@ -60,26 +60,26 @@ export const loadSecret = ({ fs, path, host, layout }: Deps): Effect.Effect<Uint
     return secret.value
   })
 
-/** A `.json` file in `tasks/` whose name is not a task id: no operation can reach it. */
-const isMisnamedRecord = (name: string): boolean =>
-  name.endsWith(".json") && taskIdOfRecordFile(name) === undefined
-
-/**
- * Remove temp files left by writers that are gone (a live writer's temp file is left alone),
- * and return the misnamed record files met on the way in `tasks/`.
- */
+/** Remove temp files left by writers that are gone. A live writer's temp file is left alone. */
 export const sweepTempFiles = ({ fs, path, host, layout }: Deps) =>
-  Effect.gen(function* () {
-    const misnamed: Array<string> = []
-    for (const dir of [layout.root, layout.tasks, layout.locks]) {
-      for (const name of yield* listDirectory(fs, dir)) {
-        const pid = pidOfTempName(name)
-        if (pid !== undefined && !(yield* host.isAlive(pid))) yield* removeIfExists(fs, path.join(dir, name))
-        if (dir === layout.tasks && isMisnamedRecord(name)) misnamed.push(path.join(dir, name))
-      }
-    }
-    return misnamed
-  })
+  Effect.forEach(
+    [layout.root, layout.tasks, layout.locks],
+    (dir) =>
+      Effect.flatMap(listDirectory(fs, dir), (names) =>
+        Effect.forEach(
+          names,
+          (name) => {
+            const pid = pidOfTempName(name)
+            if (pid === undefined) return Effect.void
+            return Effect.flatMap(host.isAlive(pid), (alive) =>
+              alive ? Effect.void : removeIfExists(fs, path.join(dir, name))
+            )
+          },
+          { discard: true }
+        )
+      ),
+    { discard: true }
+  )
 
 /**
  * After a reboot, markers and lock files written without fsync may be missing or stale.
