@@ -18,6 +18,7 @@ import { timeMillis } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
 import type { Provider } from "../services/Provider.js"
 import { Shutdown } from "../services/Shutdown.js"
+import type { ReadyTask } from "../services/TaskStore.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { runAttempt } from "./attempt.js"
 import { WorkerOutput } from "./events.js"
@@ -202,6 +203,36 @@ export const runWatch = (
           })
         )
 
+      /**
+       * The ready tasks of the last look not yet tried, oldest first. A freed slot takes the next
+       * of them without reading the queue again: a claim is checked under the store's guard, so
+       * one that another worker took or that was cancelled meanwhile is simply declined. Reading
+       * the whole queue for every freed slot would cost O(queue) per task.
+       */
+      const pending = yield* Ref.make<ReadonlyArray<ReadyTask>>([])
+
+      /** Claim what fits from `pending`; keep the tasks a per-provider cap holds back for later. */
+      const fill = Effect.gen(function* () {
+        const kept: Array<ReadyTask> = []
+        const tasks = yield* Ref.get(pending)
+        for (const [index, task] of tasks.entries()) {
+          const current = yield* Ref.get(running)
+          if (current.size >= options.concurrency) {
+            kept.push(...tasks.slice(index))
+            break
+          }
+          if (current.has(task.task_id)) continue
+          if (!roomFor(current, task.provider)) {
+            kept.push(task)
+            continue
+          }
+          yield* start(task.task_id).pipe(
+            Effect.catchTags({ UnknownTask: () => Effect.void, InvalidRecord: () => Effect.void })
+          )
+        }
+        yield* Ref.set(pending, kept)
+      })
+
       /** Look at the queue once: reap, then claim what fits. Returns how long to sleep. */
       const look = Effect.gen(function* () {
         const snapshot = yield* store.live
@@ -217,29 +248,45 @@ export const runWatch = (
         }
         yield* Ref.update(counts, (c) => ({ ...c, reaped: c.reaped + reap.reaped.length }))
         yield* Ref.set(queued, snapshot.queued.length)
-        for (const task of snapshot.ready) {
-          const current = yield* Ref.get(running)
-          if (current.size >= options.concurrency) break
-          if (current.has(task.task_id) || !roomFor(current, task.provider)) continue
-          yield* start(task.task_id).pipe(
-            Effect.catchTags({ UnknownTask: () => Effect.void, InvalidRecord: () => Effect.void })
-          )
-        }
+        yield* Ref.set(pending, snapshot.ready)
+        yield* fill
         yield* showStatus
         const now = yield* Clock.currentTimeMillis
         const due = snapshot.next_due_at === null ? Infinity : timeMillis(snapshot.next_due_at) - now
         return Math.max(Math.min(options.pollMillis, due), 10)
       })
 
+      /**
+       * Wait for a reason to look at the queue again: a wake-up, the deadline (the poll, which
+       * also reaps, or the first retry coming due), or a freed slot that `pending` cannot fill.
+       * At full capacity new work cannot be taken, so only a freed slot or the deadline count:
+       * other workers' claims do not make everyone rescan.
+       */
+      const waitToLook = (deadline: number) =>
+        Effect.gen(function* () {
+          while (true) {
+            const remaining = deadline - (yield* Clock.currentTimeMillis)
+            if (remaining <= 0) return
+            const full = (yield* Ref.get(running)).size >= options.concurrency
+            const signal = yield* (
+              full
+                ? Effect.as(Queue.take(freed), "freed" as const)
+                : Effect.race(
+                    Effect.as(Queue.take(wake), "wake" as const),
+                    Effect.as(Queue.take(freed), "freed" as const)
+                  )
+            ).pipe(Effect.timeoutOption(remaining))
+            if (Option.isNone(signal) || signal.value === "wake") return
+            yield* fill
+            const free = (yield* Ref.get(running)).size < options.concurrency
+            if (free && (yield* Ref.get(pending)).length === 0) return
+          }
+        })
+
       const loop = Effect.gen(function* () {
         while (true) {
           const sleep = yield* look
-          // At full capacity new work cannot be taken, so only a freed slot (or the poll, which
-          // also reaps) is worth a look: other workers' claims do not make everyone rescan.
-          const full = (yield* Ref.get(running)).size >= options.concurrency
-          yield* (full ? Queue.take(freed) : Effect.race(Queue.take(wake), Queue.take(freed))).pipe(
-            Effect.timeoutOption(sleep)
-          )
+          yield* waitToLook((yield* Clock.currentTimeMillis) + sleep)
         }
       }).pipe(Effect.catchAll((error) => Effect.zipRight(storageFailed(error), Effect.never)))
 

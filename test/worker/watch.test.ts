@@ -353,6 +353,61 @@ describe("runWatch concurrency", () => {
       assert.strictEqual((yield* stopWith(world, fiber)).finished, 5)
     })
   )
+  scoped("a freed slot takes the next task of the last look without reading the queue again", () =>
+    Effect.gen(function* () {
+      const world = yield* makeWorld({ gated: true })
+      const receipts = yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, n) => n),
+        (n) => world.submit(`t${n}`)
+      )
+      const fiber = yield* world.start({ concurrency: 2 })
+      yield* eventually(
+        "two runs",
+        Effect.map(world.running, (n) => n === 2)
+      )
+      yield* world.openGate
+      yield* eventually(
+        "twenty finished attempts",
+        Effect.map(world.countOf("finished"), (n) => n === 20)
+      )
+      // One look finds the twenty; freed slots take the rest from it; one more look, once it is
+      // used up, finds the queue empty. A look per freed slot would make about eleven.
+      assert.isAtMost(yield* world.looks, 3)
+      assert.deepStrictEqual(
+        (yield* world.eventsOf("claimed")).map((event) => event.task_id),
+        receipts.map((receipt) => receipt.task_id),
+        "claimed oldest first"
+      )
+      yield* stopWith(world, fiber)
+    })
+  )
+
+  scoped("a task of the last look cancelled meanwhile is declined, not run", () =>
+    Effect.gen(function* () {
+      const world = yield* makeWorld({ gated: true })
+      const first = yield* world.submit("t1")
+      const second = yield* world.submit("t2")
+      const third = yield* world.submit("t3")
+      const fiber = yield* world.start({ concurrency: 1 })
+      yield* eventually(
+        "the first run",
+        Effect.map(world.running, (n) => n === 1)
+      )
+      assert.isTrue((yield* world.store.cancel(second.task_id, second.payload_sha256)).cancelled)
+      yield* world.openGate
+      yield* eventually(
+        "two finished attempts",
+        Effect.map(world.countOf("finished"), (n) => n === 2)
+      )
+      assert.deepStrictEqual(
+        (yield* Ref.get(world.calls)).map((call) => call.taskId),
+        [first.task_id, third.task_id]
+      )
+      assert.strictEqual((yield* world.read(second)).state, "cancelled")
+      assert.strictEqual((yield* world.read(third)).state, "complete")
+      yield* stopWith(world, fiber)
+    })
+  )
 })
 
 describe("runWatch wake-ups and timers", () => {
