@@ -10,7 +10,7 @@
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Effect, Either } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
@@ -36,7 +36,7 @@ import {
 } from "../shared.js"
 import type { Row } from "./rows.js"
 import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js"
-import { openQueue, retryingOn } from "./connection.js"
+import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
 import { noticeHub } from "./notices.js"
 import type { PgTarget } from "./target.js"
 import { DefaultConnectTimeoutMillis } from "./target.js"
@@ -146,39 +146,6 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
 
     const notices = yield* noticeHub(target, connectTimeoutMillis, layerScope)
 
-    const submit: TaskStoreShape["submit"] = Effect.fn("TaskStore.submit")(function* (request) {
-      const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
-      const { sql, secret } = yield* open
-      const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
-      const record = Transitions.newRecord({
-        taskId,
-        clientRequestId: request.clientRequestId,
-        payload: request.payload,
-        payloadSha256: prepared.sha,
-        now: yield* Clock.currentTimeMillis
-      })
-      const existing = yield* retrying(
-        "submit to",
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const inserted = yield* sql`
-              INSERT INTO ${sql(tasks)} ${sql.insert(rowOf(target.queue, record))}
-              ON CONFLICT (queue, task_id) DO NOTHING RETURNING task_id`
-            if (inserted.length > 0) {
-              yield* notify(sql, record)
-              return Option.none<Row>()
-            }
-            const rows = yield* sql<Row>`
-              SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-              WHERE queue = ${target.queue} AND task_id = ${taskId}`
-            return Option.fromNullable(rows[0])
-          })
-        )
-      )
-      if (Option.isNone(existing)) return toReceipt(record)
-      return yield* Transitions.resubmit(yield* decode(existing.value), prepared.sha)
-    })
-
     const readRecord = (taskId: TaskId) =>
       Effect.flatMap(
         selectRows(
@@ -192,6 +159,47 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           return row === undefined ? Effect.fail(new UnknownTask({ taskId })) : decode(row)
         }
       )
+
+    const submit: TaskStoreShape["submit"] = Effect.fn("TaskStore.submit")(function* (request) {
+      const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
+      const { sql, secret } = yield* open
+      const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
+      const record = Transitions.newRecord({
+        taskId,
+        clientRequestId: request.clientRequestId,
+        payload: request.payload,
+        payloadSha256: prepared.sha,
+        now: yield* Clock.currentTimeMillis
+      })
+      // One statement, so one round trip: the insert, and its notice only when it inserted (a
+      // statement is its own transaction; the notice is delivered when it commits).
+      const inserted = yield* retrying(
+        "submit to",
+        sql<{ readonly inserted: number }>`
+          WITH inserted AS (
+            INSERT INTO ${sql(tasks)} ${sql.insert(rowOf(target.queue, record))}
+            ON CONFLICT (queue, task_id) DO NOTHING RETURNING task_id
+          ), notified AS (
+            SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)}) FROM inserted
+          )
+          SELECT count(*)::int AS inserted FROM notified`
+      )
+      if ((inserted[0]?.inserted ?? 0) > 0) return toReceipt(record)
+      // The request id was taken: the same payload gets the stored receipt, another a conflict.
+      // Rows are never deleted, so the row that was in the way is there to read.
+      const existing = yield* readRecord(taskId).pipe(
+        Effect.catchTag("UnknownTask", () =>
+          Effect.fail(
+            storageErrorOf(
+              target,
+              "submit to",
+              `task ${taskId} was in the way of the insert, then could not be read`
+            )
+          )
+        )
+      )
+      return yield* Transitions.resubmit(existing, prepared.sha)
+    })
 
     const list: TaskStoreShape["list"] = Effect.fn("TaskStore.list")(function* (request) {
       const after = request.cursor === undefined ? undefined : yield* decodeCursor(request.cursor)
