@@ -1,4 +1,4 @@
-import { Command, Options } from "@effect/cli"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Effect, Layer } from "effect"
 import { auditLayer, resolveRoot, resolveStore, storeLayer, storeOptions } from "./options.js"
 import { httpClientLayer } from "./providerOptions.js"
@@ -8,7 +8,12 @@ const dashboardModule = Effect.promise(() => import("../dashboard/main.js"))
 
 const port = Options.integer("port").pipe(
   Options.withDescription("The port on 127.0.0.1 (0 picks a free one)"),
-  Options.withDefault(8787)
+  Options.withDefault(8787),
+  Options.mapEffect((value) =>
+    value >= 0 && value <= 65535
+      ? Effect.succeed(value)
+      : Effect.fail(ValidationError.invalidValue(HelpDoc.p("--port: must be from 0 to 65535")))
+  )
 )
 
 export const dashboard = Command.make("dashboard", { ...storeOptions, port }, (args) =>

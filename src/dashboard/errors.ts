@@ -72,3 +72,13 @@ export const errorResponse = (error: { readonly _tag: string; readonly message: 
     { error: { tag: error._tag, message: error.message } },
     { status: statusOf(error._tag) }
   )
+
+/** The server could not listen (the port is taken, or not ours to use). */
+export class ServeFailed extends Schema.TaggedError<ServeFailed>()("ServeFailed", {
+  port: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `cannot listen on 127.0.0.1:${this.port}: ${this.reason}`
+  }
+}

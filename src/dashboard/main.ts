@@ -6,6 +6,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
+import { ServeFailed } from "./errors.js"
 import type { StoreInfo } from "./routes.js"
 import { serveDashboard } from "./server.js"
 import { ensureToken } from "./token.js"
@@ -23,7 +24,14 @@ export const serverLayer = (port: number) =>
         Effect.addFinalizer(() => Effect.sync(() => server.closeAllConnections()))
       )
       return cutConnections.pipe(
-        Layer.provideMerge(NodeHttpServer.layer(() => server, { port, host: "127.0.0.1" }))
+        Layer.provideMerge(NodeHttpServer.layer(() => server, { port, host: "127.0.0.1" })),
+        Layer.mapError(
+          (error) =>
+            new ServeFailed({
+              port,
+              reason: error.cause instanceof Error ? error.cause.message : String(error.cause)
+            })
+        )
       )
     })
   )

@@ -14,7 +14,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Receipt, TaskSummary } from "../../src/domain/Task.js"
-import { jsonOutput, ListOutput, relaykeep, relaykeepBin } from "../support/cli.js"
+import { failureOutput, jsonOutput, ListOutput, relaykeep, relaykeepBin } from "../support/cli.js"
 import { spawnEnv } from "../support/environment.js"
 import { useTempDirs } from "../support/files.js"
 import { assertSecurityHeaders, request } from "../support/http.js"
@@ -255,6 +255,22 @@ describe("relaykeep dashboard (built binary)", () => {
         [[receipt.task_id, "ollama"]]
       )
       assert.strictEqual(listed.tasks.length, 1 + viaEvents.length)
+    }
+  )
+
+  it(
+    "a taken port is ServeFailed (exit 1); a port out of range is a usage error (exit 2)",
+    { timeout: 120_000 },
+    async () => {
+      const root = path.join(tempDir(), "root")
+      const running = await startDashboard(["--root", root])
+      const taken = await relaykeep(["dashboard", "--root", root, "--port", String(running.port)])
+      const message = failureOutput(taken, 1, "ServeFailed")
+      assert.include(message, `127.0.0.1:${running.port}`)
+      assert.include(message, "EADDRINUSE")
+      await stop(running)
+      const outOfRange = await relaykeep(["dashboard", "--root", root, "--port", "65536"])
+      assert.include(failureOutput(outOfRange, 2, "UsageError"), "--port")
     }
   )
 
