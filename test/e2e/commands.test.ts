@@ -91,11 +91,13 @@ describe("relaykeep submit, cancel, list, check", { timeout: 120_000 }, () => {
     jsonOutput(PassReport, await relaykeep(["worker", "--root", root]))
     const newer = jsonOutput(Receipt, await submitInline(root, "newer", '{"n":2}'))
 
-    const [all, queued, complete, check] = await Promise.all([
+    const [all, queued, complete, check, searched, byProvider] = await Promise.all([
       relaykeep(["list", "--root", root]),
       relaykeep(["list", "--root", root, "--state", "queued"]),
       relaykeep(["list", "--root", root, "--state", "complete"]),
-      relaykeep(["check", "--root", root])
+      relaykeep(["check", "--root", root]),
+      relaykeep(["list", "--root", root, "--search", "NEW"]),
+      relaykeep(["list", "--root", root, "--provider", "codex"])
     ])
     const summary = (receipt: Receipt, id: string, state: TaskState, attempt: number) => ({
       task_id: receipt.task_id,
@@ -129,6 +131,11 @@ describe("relaykeep submit, cancel, list, check", { timeout: 120_000 }, () => {
       next_cursor: null,
       tasks: [olderComplete]
     })
+    assert.deepStrictEqual(withoutUpdated(jsonOutput(ListOutput, searched)), {
+      next_cursor: null,
+      tasks: [newerQueued]
+    })
+    assert.deepStrictEqual(jsonOutput(ListOutput, byProvider), { next_cursor: null, tasks: [] })
     assert.deepStrictEqual(jsonOutput(CheckOutput, check), {
       ok: true,
       records: 2,
