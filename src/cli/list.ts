@@ -11,22 +11,35 @@ const limit = Options.integer("limit").pipe(
   Options.withDescription(`At most this many tasks (1-${MaxListLimit}, default 50)`),
   Options.optional
 )
+const provider = Options.text("provider").pipe(
+  Options.withDescription("Only tasks whose payload names this provider"),
+  Options.optional
+)
+const search = Options.text("search").pipe(
+  Options.withDescription("Only tasks whose request id or task id contains this text (any case)"),
+  Options.optional
+)
 const cursor = Options.text("cursor").pipe(
   Options.withDescription("next_cursor of the previous page"),
   Options.optional
 )
 
-export const list = Command.make("list", { ...storeOptions, state, limit, cursor }, (args) =>
-  Effect.gen(function* () {
-    const store = yield* TaskStore
-    yield* printJson(
-      yield* store.list({
-        state: Option.getOrUndefined(args.state),
-        limit: Option.getOrUndefined(args.limit),
-        cursor: Option.getOrUndefined(args.cursor)
-      })
-    )
-  })
+export const list = Command.make(
+  "list",
+  { ...storeOptions, state, provider, search, limit, cursor },
+  (args) =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      yield* printJson(
+        yield* store.list({
+          state: Option.getOrUndefined(args.state),
+          provider: Option.getOrUndefined(args.provider),
+          search: Option.getOrUndefined(args.search),
+          limit: Option.getOrUndefined(args.limit),
+          cursor: Option.getOrUndefined(args.cursor)
+        })
+      )
+    })
 ).pipe(
   Command.withDescription("List tasks, newest first."),
   Command.provide((args) => storeLayer(args))

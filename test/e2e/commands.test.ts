@@ -91,23 +91,31 @@ describe("relaykeep submit, cancel, list, check", { timeout: 120_000 }, () => {
     jsonOutput(PassReport, await relaykeep(["worker", "--root", root]))
     const newer = jsonOutput(Receipt, await submitInline(root, "newer", '{"n":2}'))
 
-    const [all, queued, complete, check] = await Promise.all([
+    const [all, queued, complete, check, searched, byProvider] = await Promise.all([
       relaykeep(["list", "--root", root]),
       relaykeep(["list", "--root", root, "--state", "queued"]),
       relaykeep(["list", "--root", root, "--state", "complete"]),
-      relaykeep(["check", "--root", root])
+      relaykeep(["check", "--root", root]),
+      relaykeep(["list", "--root", root, "--search", "NEW"]),
+      relaykeep(["list", "--root", root, "--provider", "codex"])
     ])
     const summary = (receipt: Receipt, id: string, state: TaskState, attempt: number) => ({
       task_id: receipt.task_id,
       client_request_id: ClientRequestId.make(id),
       payload_sha256: receipt.payload_sha256,
       state,
+      provider: null,
       created_at: receipt.created_at,
       attempt
     })
+    // The times a worker stamps are checked for presence; their values depend on the run.
     const withoutUpdated = (output: typeof ListOutput.Type) => ({
       next_cursor: output.next_cursor,
-      tasks: output.tasks.map(({ updated_at: _updated, ...rest }) => rest)
+      tasks: output.tasks.map(({ updated_at: _updated, started_at, finished_at, ...rest }) => {
+        assert.strictEqual(started_at === null, rest.state === "queued")
+        assert.strictEqual(finished_at === null, rest.state === "queued")
+        return rest
+      })
     })
     const newerQueued = summary(newer, "newer", "queued", 0)
     const olderComplete = summary(older, "older", "complete", 1)
@@ -123,6 +131,11 @@ describe("relaykeep submit, cancel, list, check", { timeout: 120_000 }, () => {
       next_cursor: null,
       tasks: [olderComplete]
     })
+    assert.deepStrictEqual(withoutUpdated(jsonOutput(ListOutput, searched)), {
+      next_cursor: null,
+      tasks: [newerQueued]
+    })
+    assert.deepStrictEqual(jsonOutput(ListOutput, byProvider), { next_cursor: null, tasks: [] })
     assert.deepStrictEqual(jsonOutput(CheckOutput, check), {
       ok: true,
       records: 2,

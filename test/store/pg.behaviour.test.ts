@@ -230,18 +230,21 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: damaged rows", () => {
     Effect.gen(function* () {
       const store = yield* opened()
       const newestFirst = healthy.map((r) => r.task_id).reverse()
-      for (const [limit, state] of [
+      for (const [limit, state, search] of [
         [1, undefined],
         [2, undefined],
         [3, undefined],
         [1, "queued"],
-        [50, undefined]
+        [50, undefined],
+        // The dashboard's filters read past damaged rows too (some are not even JSON).
+        [1, undefined, "HEALTHY"],
+        [2, "queued", "healthy"]
       ] as const) {
         const seen: Array<TaskId> = []
         let cursor: string | undefined
         let pages = 0
         for (;;) {
-          const page = yield* store.list({ limit, state, cursor })
+          const page = yield* store.list({ limit, state, cursor, search })
           pages += 1
           assert.isAtMost(page.tasks.length, limit)
           seen.push(...page.tasks.map((task) => task.task_id))
@@ -251,6 +254,12 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: damaged rows", () => {
           assert.isAtMost(pages, healthy.length + damaged.length, "paging ends")
         }
         assert.deepStrictEqual(seen, newestFirst, `limit ${limit}, state ${state ?? "any"}`)
+      }
+      const byProvider = yield* store.list({ provider: "codex" })
+      assert.deepStrictEqual(byProvider.tasks, [])
+      for (const d of damaged.filter((d) => d.addressable)) {
+        const record = yield* Effect.flip(store.record(d.receipt.task_id))
+        assert.strictEqual(record._tag, "InvalidRecord", `record of ${d.id}`)
       }
       yield* assertRowsUnchanged
     })
