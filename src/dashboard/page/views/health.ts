@@ -2,7 +2,7 @@
 import { describe, get } from "../api.js"
 import { hourlyChart } from "../chart.js"
 import { badge, h, mount, readable } from "../dom.js"
-import { age, shortId } from "../format.js"
+import { shortId } from "../format.js"
 import { field, isRecord, list, number, States, text } from "../json.js"
 import { debounce, onTaskChange } from "../live.js"
 import { problem } from "./view.js"
@@ -98,8 +98,7 @@ export const healthView: View = (root) => {
         windowCounts("Last hour", field(body, "hour")),
         windowCounts("Last day", field(body, "day"))
       ),
-      hourlyChart(list(body, "buckets")),
-      h("p", { class: "muted" }, `As of ${age(text(body, "now"))}`)
+      hourlyChart(list(body, "buckets"))
     )
   }
 
