@@ -1,0 +1,205 @@
+/**
+ * The dashboard in a real browser: Debian's Chromium driven by playwright-core, against the
+ * built `relaykeep dashboard` on a temp data root, with real `relaykeep submit` and a real
+ * watching worker running the built-in echo. Set RELAYKEEP_TEST_CHROMIUM to the browser's
+ * executable (.ci/run does); without it the suite is skipped with one line saying so.
+ */
+import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vitest"
+import type { ChildProcess } from "node:child_process"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { Browser, BrowserContext, Page } from "playwright-core"
+import { chromium } from "playwright-core"
+import { relaykeep, relaykeepBin } from "../support/cli.js"
+import { spawnEnv } from "../support/environment.js"
+import { useTempDirs } from "../support/files.js"
+import { waitFor } from "../support/waitFor.js"
+
+const executable = process.env["RELAYKEEP_TEST_CHROMIUM"] ?? ""
+const available = executable !== "" && fs.existsSync(executable)
+if (!available) {
+  process.stdout.write(
+    "Dashboard browser tests skipped: set RELAYKEEP_TEST_CHROMIUM to a Chromium executable to run them.\n"
+  )
+}
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
+const screenshots = path.join(repo, "test-results")
+const tempDir = useTempDirs()
+
+/** How long the page may take to show a change (a bound, never the assertion). */
+const Live = 60_000
+
+interface Running {
+  readonly child: ChildProcess
+  readonly output: () => string
+}
+
+const children: Array<ChildProcess> = []
+
+const start = (args: ReadonlyArray<string>): Running => {
+  const child = spawn(process.execPath, [relaykeepBin, ...args], {
+    env: spawnEnv(),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  children.push(child)
+  const chunks: Array<Buffer> = []
+  child.stdout?.on("data", (chunk: Buffer) => chunks.push(chunk))
+  child.stderr?.on("data", (chunk: Buffer) => chunks.push(chunk))
+  return { child, output: () => Buffer.concat(chunks).toString("utf8") }
+}
+
+const stop = (child: ChildProcess): Promise<void> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once("close", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+describe.skipIf(!available)("the dashboard in Chromium", () => {
+  let root = ""
+  let url = ""
+  let dashboard: Running | undefined
+  let browser: Browser | undefined
+  let context: BrowserContext | undefined
+  let worker: Running | undefined
+
+  beforeAll(async () => {
+    fs.mkdirSync(screenshots, { recursive: true })
+    root = path.join(tempDir(), "root")
+    dashboard = start(["dashboard", "--port", "0", "--root", root])
+    const running = dashboard
+    url = await waitFor(
+      () => `the dashboard's URL; it printed: ${running.output()}`,
+      () =>
+        /RelayKeep dashboard: (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{64})\n/.exec(
+          running.output()
+        )?.[1],
+      30_000
+    )
+    browser = await chromium.launch({ executablePath: executable })
+  })
+
+  afterEach(async () => {
+    await context?.close()
+    context = undefined
+    if (worker !== undefined) await stop(worker.child)
+    worker = undefined
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    for (const child of children.splice(0)) await stop(child)
+  })
+
+  /** A fresh browser profile that opened the printed URL (so it holds the token's cookie). */
+  const open = async (): Promise<Page> => {
+    if (browser === undefined) throw new Error("Chromium did not start")
+    context = await browser.newContext({ viewport: { width: 1000, height: 720 } })
+    const page = await context.newPage()
+    const response = await page.goto(url)
+    assert.strictEqual(response?.status(), 200)
+    // The redirect took the token out of the address bar; the cookie carries it now.
+    assert.notMatch(page.url(), /token=/)
+    await page.getByRole("heading", { name: "Tasks" }).waitFor()
+    return page
+  }
+
+  const shoot = (page: Page, name: string) =>
+    page.screenshot({ path: path.join(screenshots, `dashboard-${name}.png`), fullPage: true })
+
+  it("shows a submitted task, turns it complete live while a worker runs, and opens its detail", async () => {
+    const page = await open()
+    // Set on the document now: still there at the end only if the page never reloaded.
+    await page.evaluate("document.body.setAttribute('data-test-marker', 'unchanged')")
+
+    const submitted = await relaykeep([
+      "submit",
+      "--root",
+      root,
+      "--id",
+      "browser-live",
+      "--payload",
+      '{"prompt":"hello from the browser test"}'
+    ])
+    assert.strictEqual(submitted.code, 0, submitted.stderr)
+    const row = page.locator("tr", { has: page.getByRole("link", { name: "browser-live", exact: true }) })
+    await row.locator(".badge", { hasText: "queued" }).waitFor({ timeout: Live })
+    assert.strictEqual(await row.locator("td").nth(2).textContent(), "fake-echo")
+
+    worker = start(["worker", "--watch", "--root", root, "--poll", "1s"])
+    await row.locator(".badge", { hasText: "complete" }).waitFor({ timeout: Live })
+    assert.strictEqual(await page.locator("body").getAttribute("data-test-marker"), "unchanged")
+    await shoot(page, "tasks")
+
+    await row.getByRole("link", { name: "browser-live", exact: true }).click()
+    await page.getByRole("heading", { name: "Task complete" }).waitFor({ timeout: Live })
+    const result = page.locator("h2:text-is('Result') + pre")
+    assert.include(await result.textContent(), '"prompt": "hello from the browser test"')
+    assert.strictEqual(await page.getByText("Attempt 1", { exact: true }).count(), 1)
+    assert.strictEqual(await page.getByRole("button", { name: "Cancel task…" }).count(), 0)
+    await shoot(page, "detail")
+  }, 180_000)
+
+  it("cancels a queued task after the confirmation, and not before", async () => {
+    const page = await open()
+    await page.getByRole("link", { name: "Submit" }).click()
+    await page.getByLabel("Payload (a JSON object)").fill('{"prompt":"cancel me"}')
+    await page.getByLabel("Request id (optional)").fill("browser-cancel")
+    await page.getByRole("button", { name: "Submit task" }).click()
+    await page.getByRole("heading", { name: "Task queued" }).waitFor({ timeout: Live })
+
+    // The first press only asks; keeping the task leaves it queued.
+    await page.getByRole("button", { name: "Cancel task…" }).click()
+    await page.getByText("Cancel this task?").waitFor()
+    await page.getByRole("button", { name: "Keep it" }).click()
+    const kept = await relaykeep(["list", "--root", root, "--state", "queued"])
+    assert.include(kept.stdout, "browser-cancel")
+
+    await page.getByRole("button", { name: "Cancel task…" }).click()
+    const confirm = page.getByRole("button", { name: "Yes, cancel it" })
+    // Keyboard users land on the confirmation.
+    assert.isTrue(await confirm.evaluate("(element) => element === document.activeElement"))
+    await shoot(page, "cancel-confirm")
+    await page.keyboard.press("Enter")
+    await page.getByRole("heading", { name: "Task cancelled" }).waitFor({ timeout: Live })
+    await page.reload()
+    await page.getByRole("heading", { name: "Task cancelled" }).waitFor({ timeout: Live })
+    const listed = await relaykeep(["list", "--root", root, "--state", "cancelled"])
+    assert.include(listed.stdout, "browser-cancel")
+    await shoot(page, "cancelled")
+  }, 120_000)
+
+  it("refuses a bad payload with a message, before sending it, and shows the API's own refusal", async () => {
+    const page = await open()
+    const posts: Array<string> = []
+    page.on("request", (request) => {
+      if (request.method() === "POST") posts.push(request.url())
+    })
+    await page.getByRole("link", { name: "Submit" }).click()
+    const payload = page.getByLabel("Payload (a JSON object)")
+    const submit = page.getByRole("button", { name: "Submit task" })
+
+    await payload.fill('["not", "an", "object"]')
+    await submit.click()
+    await page.getByRole("alert").filter({ hasText: "payload: must be a JSON object" }).waitFor()
+    assert.strictEqual(await payload.getAttribute("aria-invalid"), "true")
+
+    await payload.fill('{"prompt": ')
+    await submit.click()
+    await page.getByRole("alert").filter({ hasText: "payload: not valid JSON" }).waitFor()
+    await shoot(page, "invalid")
+    assert.deepStrictEqual(posts, [])
+
+    // Same request id, another payload: only the API knows, and the page shows its answer.
+    const first = await relaykeep(["submit", "--root", root, "--id", "browser-conflict", "--payload", "{}"])
+    assert.strictEqual(first.code, 0, first.stderr)
+    await page.getByLabel("Request id (optional)").fill("browser-conflict")
+    await payload.fill('{"prompt":"a different payload"}')
+    await submit.click()
+    await page.getByRole("alert").filter({ hasText: "ConflictError" }).waitFor({ timeout: Live })
+    assert.strictEqual(posts.length, 1)
+  }, 120_000)
+})
