@@ -69,7 +69,9 @@ export const submitView: View = (root) => {
       "/api/tasks",
       id.value === null ? { payload: body.value } : { payload: body.value, request_id: id.value }
     ).then((outcome) => {
-      if (!outcome.ok) return invalid(payload, describe(outcome))
+      // The API names the field it refuses; the request id is the only other one.
+      if (!outcome.ok)
+        return invalid(/request_id/.test(outcome.message) ? requestId : payload, describe(outcome))
       const taskId = text(field(outcome.body, "receipt"), "task_id")
       if (taskId !== null) window.location.hash = `#/task/${taskId}`
       else mount(message, h("p", { role: "status" }, "Submitted."))
