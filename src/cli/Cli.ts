@@ -2,6 +2,7 @@ import { Command } from "@effect/cli"
 import { cancel } from "./cancel.js"
 import { audit } from "./audit.js"
 import { check } from "./check.js"
+import { dashboard } from "./dashboard.js"
 import { demo } from "./demo.js"
 import { doctor } from "./doctor.js"
 import { list } from "./list.js"
@@ -29,6 +30,7 @@ export const relaykeep = Command.make("relaykeep").pipe(
     memory,
     audit,
     doctor,
+    dashboard,
     demo
   ])
 )

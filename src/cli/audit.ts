@@ -20,14 +20,13 @@ const limit = Options.integer("limit").pipe(
   Options.optional
 )
 
-/** `--since`: an ISO date/time, or a duration meaning that long ago. */
-const sinceMillis = (text: string) =>
+/** `--since`: an ISO date/time, or a duration meaning that long ago. Also the dashboard's `since`. */
+export const sinceMillis = (text: string, field = "--since") =>
   Effect.gen(function* () {
     const ago = parseDuration(text)
     if (Either.isRight(ago)) return (yield* Clock.currentTimeMillis) - ago.right
     const at = Date.parse(text)
-    if (Number.isNaN(at))
-      return yield* new InvalidInput({ field: "--since", reason: "not a date, time or duration" })
+    if (Number.isNaN(at)) return yield* new InvalidInput({ field, reason: "not a date, time or duration" })
     return at
   })
 

@@ -173,8 +173,12 @@ export const TaskSummary = Schema.Struct({
   client_request_id: ClientRequestId,
   payload_sha256: PayloadSha256,
   state: TaskState,
+  /** The payload's `provider` when it is a string; null when it names none (the echo runs it). */
+  provider: Schema.NullOr(Schema.String),
   created_at: Timestamp,
   updated_at: Timestamp,
+  started_at: Schema.NullOr(Timestamp),
+  finished_at: Schema.NullOr(Timestamp),
   attempt: Schema.Int
 })
 export type TaskSummary = typeof TaskSummary.Type
@@ -206,13 +210,22 @@ export const toView = (record: TaskRecord): TaskView => ({
   cancel_requested_at: record.cancel_requested_at ?? null
 })
 
+/** The provider a payload names, as listings show it: null when it names none. */
+export const namedProvider = (payload: JsonObject): string | null => {
+  const provider = payload["provider"]
+  return typeof provider === "string" ? provider : null
+}
+
 export const toSummary = (record: TaskRecord): TaskSummary => ({
   task_id: record.task_id,
   client_request_id: record.client_request_id,
   payload_sha256: record.payload_sha256,
   state: record.state,
+  provider: namedProvider(record.payload),
   created_at: record.created_at,
   updated_at: record.updated_at,
+  started_at: record.started_at,
+  finished_at: record.finished_at,
   attempt: record.attempt
 })
 

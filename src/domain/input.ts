@@ -31,3 +31,19 @@ export const parseJsonField = (field: string, text: string): Either.Either<unkno
         reason: `not valid JSON (${error instanceof Error ? error.message : String(error)})`
       })
   })
+
+/**
+ * Decode a structured input (an HTTP body), naming the field at the path Schema found wrong,
+ * or `fallback` for the value as a whole.
+ */
+export const decodeNamed =
+  <A, I>(fallback: string, schema: Schema.Schema<A, I>) =>
+  (value: unknown): Effect.Effect<A, InvalidInput> =>
+    Schema.decodeUnknown(schema, { errors: "first", onExcessProperty: "error" })(value).pipe(
+      Effect.mapError((error) => {
+        const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+        const field = issue && issue.path.length > 0 ? issue.path.join(".") : fallback
+        const reason = issue ? issue.message.replace(/,? actual [\s\S]*$/, "") : "is invalid"
+        return new InvalidInput({ field, reason })
+      })
+    )

@@ -88,7 +88,12 @@ export interface LiveSnapshot {
 
 export interface ListRequest {
   readonly state?: TaskState | undefined
+  /** Only tasks whose payload names this provider (exactly). */
+  readonly provider?: string | undefined
+  /** Only tasks whose client request id or task id contains this text, ignoring case. */
+  readonly search?: string | undefined
   readonly limit?: number | undefined
+  /** Filters apply before paging, so a cursor continues the same filtered listing. */
   readonly cursor?: string | undefined
 }
 
@@ -126,6 +131,11 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     readonly submit: (
       request: SubmitRequest
     ) => Effect.Effect<Receipt, InvalidInput | ConflictError | InvalidRecord | StorageError>
+    /**
+     * The whole stored record, payload included, with no hash to check: for the holder of the
+     * dashboard's token, who may see everything. No side effects.
+     */
+    readonly record: (taskId: TaskId) => Effect.Effect<TaskRecord, UnknownTask | InvalidRecord | StorageError>
     /** The task's state, result and history. No side effects. */
     readonly read: (taskId: TaskId, payloadSha256: string) => Effect.Effect<TaskView, ReadError>
     /**

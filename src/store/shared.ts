@@ -4,7 +4,7 @@ import { decodeCursor, encodeCursor } from "../domain/submission.js"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import type { Lease, TaskError, TaskRecord, TaskState } from "../domain/Task.js"
-import { submissionOrder, toSummary } from "../domain/Task.js"
+import { namedProvider, submissionOrder, toSummary } from "../domain/Task.js"
 import type { Claimant } from "../domain/transitions.js"
 import * as Transitions from "../domain/transitions.js"
 import type { InvalidInput, StaleAttempt } from "../domain/errors.js"
@@ -26,6 +26,18 @@ export const MaxListLimit = 500
 /** Newest first: the reverse of submission order. */
 export const newestFirst = (a: TaskRecord, b: TaskRecord): number => submissionOrder(b, a)
 
+/** Whether a record passes a list request's filters (state, provider, search); not the cursor. */
+export const listFilter = (request: ListRequest) => {
+  const search =
+    request.search === undefined || request.search === "" ? undefined : request.search.toLowerCase()
+  return (record: TaskRecord): boolean =>
+    (request.state === undefined || record.state === request.state) &&
+    (request.provider === undefined || namedProvider(record.payload) === request.provider) &&
+    (search === undefined ||
+      record.client_request_id.toLowerCase().includes(search) ||
+      record.task_id.includes(search))
+}
+
 /** One page of `records` (any order) for a list request. */
 export const pageOf = (
   records: Iterable<TaskRecord>,
@@ -36,7 +48,7 @@ export const pageOf = (
     (after) => {
       const limit = Math.min(Math.max(request.limit ?? DefaultListLimit, 1), MaxListLimit)
       const sorted = [...records]
-        .filter((record) => request.state === undefined || record.state === request.state)
+        .filter(listFilter(request))
         .filter(
           (record) =>
             after === undefined ||

@@ -435,6 +435,120 @@ export const taskStoreContract = (
       )
     )
 
+    it.scoped("a summary shows the provider a payload names, and when the task started and finished", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const named = yield* store.submit({ clientRequestId: id("named"), payload: { provider: "ollama" } })
+          yield* store.submit({ clientRequestId: id("unnamed"), payload: { provider: 7 } })
+          yield* TestClock.adjust(Duration.seconds(1))
+          const claimed = yield* store.claim(named.task_id, worker)
+          if (Option.isNone(claimed)) return assert.fail("not claimed")
+          yield* TestClock.adjust(Duration.seconds(2))
+          yield* store.complete(named.task_id, claimed.value.lease, "done")
+          const { tasks } = yield* store.list({})
+          const byId = new Map(tasks.map((t) => [t.client_request_id, t]))
+          const done = byId.get(id("named"))
+          assert.strictEqual(done?.provider, "ollama")
+          assert.strictEqual(done?.started_at, "1970-01-01T00:00:01.000Z")
+          assert.strictEqual(done?.finished_at, "1970-01-01T00:00:03.000Z")
+          const queued = byId.get(id("unnamed"))
+          assert.isNull(queued?.provider, "a provider that is not a string is none")
+          assert.isNull(queued?.started_at)
+          assert.isNull(queued?.finished_at)
+        })
+      )
+    )
+
+    it.scoped("list filters by provider and by search text before paging, so cursors continue", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipts = []
+          for (let i = 0; i < 6; i++) {
+            const provider = i % 2 === 0 ? { provider: "codex" } : {}
+            receipts.push(
+              yield* store.submit({
+                clientRequestId: id(`Job-${i}-${i % 3 === 0 ? "Alpha" : "beta"}`),
+                payload: provider
+              })
+            )
+            yield* TestClock.adjust(Duration.millis(10))
+          }
+          // codex: 0, 2, 4; newest first, two a page.
+          const first = yield* store.list({ provider: "codex", limit: 2 })
+          assert.deepStrictEqual(
+            first.tasks.map((t) => t.task_id),
+            [at(receipts, 4).task_id, at(receipts, 2).task_id]
+          )
+          assert.isNotNull(first.next_cursor)
+          const second = yield* store.list({
+            provider: "codex",
+            limit: 2,
+            cursor: first.next_cursor ?? undefined
+          })
+          assert.deepStrictEqual(
+            second.tasks.map((t) => t.task_id),
+            [at(receipts, 0).task_id]
+          )
+          assert.isNull(second.next_cursor)
+          assert.deepStrictEqual(
+            (yield* store.list({ provider: "fake-echo" })).tasks,
+            [],
+            "no name is no match"
+          )
+          // Case-insensitive substring of the request id: "ALPHA" matches 0 and 3.
+          const alpha = yield* store.list({ search: "ALPHA", limit: 1 })
+          assert.deepStrictEqual(
+            alpha.tasks.map((t) => t.task_id),
+            [at(receipts, 3).task_id]
+          )
+          const alphaNext = yield* store.list({
+            search: "ALPHA",
+            limit: 1,
+            cursor: alpha.next_cursor ?? undefined
+          })
+          assert.deepStrictEqual(
+            alphaNext.tasks.map((t) => t.task_id),
+            [at(receipts, 0).task_id]
+          )
+          assert.isNull(alphaNext.next_cursor)
+          // A piece of a task id finds that task; the filters combine.
+          const target = at(receipts, 5).task_id
+          const byTaskId = yield* store.list({ search: target.slice(10, 30).toUpperCase() })
+          assert.deepStrictEqual(
+            byTaskId.tasks.map((t) => t.task_id),
+            [target]
+          )
+          const both = yield* store.list({ provider: "codex", search: "alpha", state: "queued" })
+          assert.deepStrictEqual(
+            both.tasks.map((t) => t.task_id),
+            [at(receipts, 0).task_id]
+          )
+          assert.strictEqual((yield* store.list({ search: "" })).tasks.length, 6, "empty search is no filter")
+        })
+      )
+    )
+
+    it.scoped("record returns the whole stored record; an unknown task is UnknownTask", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({ clientRequestId: id("rec"), payload: { prompt: "hi" } })
+          const claimed = yield* store.claim(receipt.task_id, worker)
+          if (Option.isNone(claimed)) return assert.fail("not claimed")
+          yield* store.cancel(receipt.task_id, receipt.payload_sha256)
+          const record = yield* store.record(receipt.task_id)
+          assert.strictEqual(record.task_id, receipt.task_id)
+          assert.strictEqual(record.client_request_id, "rec")
+          assert.deepStrictEqual(record.payload, { prompt: "hi" })
+          assert.strictEqual(record.state, "running")
+          assert.strictEqual(record.lease?.owner_token, claimed.value.lease.owner_token)
+          assert.strictEqual(record.cancel_requested_at, "1970-01-01T00:00:00.000Z")
+          assert.strictEqual(record.attempts.length, 1)
+          const unknown = yield* Effect.flip(store.record("2".repeat(64) as TaskId))
+          assert.strictEqual(unknown._tag, "UnknownTask")
+        })
+      )
+    )
+
     it.scoped("check counts every record by state", () =>
       withStore((store) =>
         Effect.gen(function* () {

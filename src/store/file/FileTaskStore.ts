@@ -230,6 +230,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           })
         )
       }),
+      record: Effect.fn("TaskStore.record")((taskId: TaskId) => loadExisting(taskId)),
       read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
         const record = yield* loadExisting(taskId)
         return toView(yield* Transitions.checkHash(record, sha))

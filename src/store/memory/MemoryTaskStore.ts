@@ -82,6 +82,7 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           Effect.flatMap((either) => either)
         )
       }),
+      record: Effect.fn("TaskStore.record")((taskId: TaskId) => find(taskId)),
       read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
         const record = yield* find(taskId)
         return toView(yield* Transitions.checkHash(record, sha))

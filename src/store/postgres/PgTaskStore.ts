@@ -29,6 +29,7 @@ import type { ApplyStep } from "../shared.js"
 import {
   DefaultListLimit,
   emptyStateCounts,
+  listFilter,
   MaxListLimit,
   onceSuccessful,
   readiness,
@@ -196,7 +197,12 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
     const list: TaskStoreShape["list"] = Effect.fn("TaskStore.list")(function* (request) {
       const after = request.cursor === undefined ? undefined : yield* decodeCursor(request.cursor)
       const limit = Math.min(Math.max(request.limit ?? DefaultListLimit, 1), MaxListLimit)
-      // Rows newest first, a page and one more at a time, past damaged ones (never listed).
+      // Rows newest first, a batch at a time, past damaged ones (never listed). The provider and
+      // search filters are applied to decoded records, as the other stores do, so that a damaged
+      // row (whose text may not even parse as JSON) never breaks a listing.
+      const keep = listFilter(request)
+      const filtered = request.provider !== undefined || (request.search ?? "") !== ""
+      const batch = filtered ? Math.max(limit + 1, MaxListLimit) : limit + 1
       const found: Array<TaskSummary> = []
       let position = after
       for (;;) {
@@ -209,11 +215,11 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
               ${request.state === undefined ? sql.literal("") : sql`AND state = ${request.state}`}
               ${from === undefined ? sql.literal("") : sql`AND (created_at, task_id) < (${from[0]}, ${from[1]})`}
             ORDER BY created_at DESC, task_id DESC
-            LIMIT ${limit + 1}`
+            LIMIT ${batch}`
         )
-        found.push(...sortRows(rows).records.map(toSummary))
+        found.push(...sortRows(rows).records.filter(keep).map(toSummary))
         const last = rows[rows.length - 1]
-        if (found.length > limit || rows.length <= limit || last === undefined) break
+        if (found.length > limit || rows.length < batch || last === undefined) break
         position = [last.created_at, last.task_id]
       }
       const page = found.slice(0, limit)
@@ -227,6 +233,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
     const store: TaskStoreShape = {
       ...transitionOperations(host, apply),
       submit,
+      record: Effect.fn("TaskStore.record")((taskId: TaskId) => readRecord(taskId)),
       read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
         return toView(yield* Transitions.checkHash(yield* readRecord(taskId), sha))
       }),

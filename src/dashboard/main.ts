@@ -1,0 +1,29 @@
+/**
+ * What `relaykeep dashboard` loads when it runs (and no other command): the Node HTTP server on
+ * 127.0.0.1, the token, and the program that serves until it is interrupted.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Console, Effect } from "effect"
+import { createServer } from "node:http"
+import { fileURLToPath } from "node:url"
+import type { StoreInfo } from "./routes.js"
+import { serveDashboard } from "./server.js"
+import { ensureToken } from "./token.js"
+
+/** Loopback only, never 0.0.0.0: the token is a second line of defence, not the first. */
+export const serverLayer = (port: number) => NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })
+
+/** `dist/page/`, beside `dist/dashboard/` and `dist/bundle/` (the bundle defines import.meta.url). */
+export const defaultAssetsDir = () => fileURLToPath(new URL("../page/", import.meta.url))
+
+/** Serve until interrupted; print the URL (with its token) as the one line on stdout. */
+export const runDashboard = (options: { readonly root: string; readonly store: StoreInfo }) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const token = yield* ensureToken(options.root)
+      const url = yield* serveDashboard({ ...options, token, assetsDir: defaultAssetsDir() })
+      yield* Console.log(`RelayKeep dashboard: ${url}`)
+      yield* Effect.logInfo("serving until SIGINT or SIGTERM")
+      return yield* Effect.never
+    })
+  )
