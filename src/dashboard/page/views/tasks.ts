@@ -8,7 +8,7 @@ import { debounce, onTaskChange } from "../live.js"
 import { problem } from "./view.js"
 import type { View } from "./view.js"
 
-const Providers = ["fake-echo", "claude", "codex", "ollama", "openai"]
+const Providers = ["claude", "codex", "ollama", "openai"]
 
 const row = (task: TaskSummary): HTMLTableRowElement =>
   h(
@@ -24,7 +24,16 @@ const row = (task: TaskSummary): HTMLTableRowElement =>
         task.client_request_id || shortId(task.task_id)
       )
     ),
-    h("td", {}, task.provider ?? "–"),
+    h(
+      "td",
+      {},
+      task.provider ??
+        h(
+          "span",
+          { class: "muted", title: "The payload names no provider: the built-in echo runs it" },
+          "echo"
+        )
+    ),
     h("td", { class: "age", title: task.created_at }, age(task.created_at)),
     h("td", { class: "duration narrow-hide" }, duration(task.started_at, task.finished_at)),
     h("td", { class: "narrow-hide num" }, task.attempt)
