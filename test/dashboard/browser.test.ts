@@ -202,4 +202,43 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     await page.getByRole("alert").filter({ hasText: "ConflictError" }).waitFor({ timeout: Live })
     assert.strictEqual(posts.length, 1)
   }, 120_000)
+
+  it("shows health, the activity chart and the audit log, with hostile text as text", async () => {
+    const hostile = '<img src=x onerror="document.title=1">'
+    const submitted = await relaykeep(["submit", "--root", root, "--id", hostile, "--payload", "{}"])
+    assert.strictEqual(submitted.code, 0, submitted.stderr)
+    const time = new Date().toISOString()
+    fs.mkdirSync(path.join(root, "audit"), { recursive: true })
+    const entry = {
+      time,
+      server: "relaykeep-tasks",
+      tool: "cancel_task",
+      status: "denied",
+      duration_ms: 3,
+      arguments: { task_id: hostile },
+      error: { tag: "ConfirmationRequired", message: hostile }
+    }
+    fs.appendFileSync(path.join(root, "audit", `${time.slice(0, 10)}.jsonl`), `${JSON.stringify(entry)}\n`)
+
+    const page = await open()
+    await page.getByRole("link", { name: hostile, exact: true }).waitFor()
+    await page.getByRole("link", { name: "Health" }).click()
+    await page.getByRole("heading", { name: "Last hour" }).waitFor({ timeout: Live })
+    assert.isAbove(await page.locator("svg.chart rect").count(), 0, "bars for this hour's tasks")
+    await page.getByText("No worker holds a task right now.").waitFor()
+    await shoot(page, "health")
+
+    await page.getByRole("link", { name: "Audit" }).click()
+    const row = page.locator("tbody tr", { hasText: "cancel_task" })
+    await row.waitFor({ timeout: Live })
+    assert.strictEqual(await row.locator(".badge").textContent(), "denied")
+    assert.include(await row.textContent(), `ConfirmationRequired: ${hostile}`)
+    await page.getByLabel("Outcome").selectOption("ok")
+    await page.getByRole("button", { name: "Filter" }).click()
+    await page.getByText("No entries match.").waitFor({ timeout: Live })
+    // Nothing the API returned became markup: no image, and the title is the page's own.
+    assert.strictEqual(await page.locator("main img").count(), 0)
+    assert.strictEqual(await page.title(), "Audit · RelayKeep")
+    await shoot(page, "audit")
+  }, 120_000)
 })

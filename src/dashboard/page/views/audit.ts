@@ -37,7 +37,7 @@ export const auditView: View = (root) => {
   const tool = h("input", { id: "audit-tool", name: "tool", autocomplete: "off" })
   const outcome = h("select", { id: "audit-outcome", name: "outcome" }, h("option", { value: "" }, "any"))
   for (const name of Outcomes) outcome.appendChild(h("option", { value: name }, name))
-  const since = h("input", { id: "audit-since", name: "since", placeholder: "2026-01-01T00:00:00Z" })
+  const since = h("input", { id: "audit-since", name: "since", placeholder: "1h, 7d or a date" })
   const filters = h(
     "form",
     { class: "filters", role: "search" },
