@@ -91,11 +91,22 @@ export const tasksView: View = (root) => {
     paging
   )
 
-  // The page shown: `cursor` is null for the newest one, which new tasks appear on.
+  // The page shown: `cursor` is null for the newest one, which new tasks appear on; `newer`
+  // holds the cursors of the pages before it, for the way back.
   let cursor: string | null = null
+  const newer: Array<string | null> = []
   let rows = new Map<string, TaskSummary>()
+  // Only the answer to the latest request is drawn, whatever order the answers come in.
+  let latest = 0
+
+  const first = (): void => {
+    cursor = null
+    newer.length = 0
+    void load()
+  }
 
   const load = async (): Promise<void> => {
+    const request = ++latest
     const outcome = await get("/api/tasks", {
       state: state.value,
       provider: provider.value.trim(),
@@ -103,6 +114,7 @@ export const tasksView: View = (root) => {
       cursor: cursor ?? "",
       limit: "50"
     })
+    if (request !== latest) return
     if (!outcome.ok) {
       mount(status, problem(describe(outcome)))
       return
@@ -114,13 +126,15 @@ export const tasksView: View = (root) => {
     const next = text(outcome.body, "next_cursor")
     mount(
       paging,
+      cursor !== null && button("Newest", first),
       cursor !== null &&
-        button("Newest", () => {
-          cursor = null
+        button("Newer", () => {
+          cursor = newer.pop() ?? null
           void load()
         }),
       next !== null &&
         button("Older", () => {
+          newer.push(cursor)
           cursor = next
           void load()
         })
@@ -143,13 +157,9 @@ export const tasksView: View = (root) => {
 
   filters.addEventListener("submit", (event) => {
     event.preventDefault()
-    cursor = null
-    void load()
+    first()
   })
-  state.addEventListener("change", () => {
-    cursor = null
-    void load()
-  })
+  state.addEventListener("change", first)
 
   const stopLive = onTaskChange((change) => {
     if (change === "reconnected") return refreshPage()
