@@ -1,0 +1,259 @@
+/**
+ * `relaykeep dashboard` as a real child process of the built binary: the one URL line on
+ * stdout, the token file (0600, reused after a restart), 127.0.0.1 only, a clean stop on
+ * SIGINT; and the same API on PostgreSQL. Needs `npm run build` (and RELAYKEEP_TEST_PG_URL for
+ * the PostgreSQL part).
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Schema } from "effect"
+import type { ChildProcessWithoutNullStreams } from "node:child_process"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Receipt, TaskSummary } from "../../src/domain/Task.js"
+import { jsonOutput, ListOutput, relaykeep, relaykeepBin } from "../support/cli.js"
+import { spawnEnv } from "../support/environment.js"
+import { useTempDirs } from "../support/files.js"
+import { assertSecurityHeaders, request } from "../support/http.js"
+import { dropSchema, freshSchema, pgAvailable, pgUrl } from "../support/pg.js"
+
+const tempDir = useTempDirs()
+
+interface Running {
+  readonly child: ChildProcessWithoutNullStreams
+  readonly url: URL
+  readonly token: string
+  readonly port: number
+  readonly stdout: () => string
+  readonly stderr: () => string
+}
+
+const started: Array<ChildProcessWithoutNullStreams> = []
+afterAll(() => {
+  for (const child of started.splice(0)) if (child.exitCode === null) child.kill("SIGKILL")
+})
+
+/** Start the dashboard (under umask 0, so the token's mode must be set, not inherited). */
+const startDashboard = (args: ReadonlyArray<string>): Promise<Running> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(
+      "/bin/sh",
+      [
+        "-c",
+        'umask 0 && exec "$0" "$@"',
+        process.execPath,
+        relaykeepBin,
+        "dashboard",
+        "--port",
+        "0",
+        ...args
+      ],
+      { env: spawnEnv(), stdio: ["pipe", "pipe", "pipe"] }
+    )
+    started.push(child)
+    let stdout = ""
+    let stderr = ""
+    const timer = setTimeout(() => reject(new Error(`no URL line within 60 s; stderr: ${stderr}`)), 60_000)
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    child.on("exit", (code) => reject(new Error(`exited with ${code} before serving; stderr: ${stderr}`)))
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8")
+      const line = /^RelayKeep dashboard: (http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{64}))\n/.exec(
+        stdout
+      )
+      if (line?.[1] === undefined || line[3] === undefined) return
+      clearTimeout(timer)
+      resolve({
+        child,
+        url: new URL(line[1]),
+        token: line[3],
+        port: Number(line[2]),
+        stdout: () => stdout,
+        stderr: () => stderr
+      })
+    })
+  })
+
+/** SIGINT, and the exit code once it has stopped. */
+const stop = (running: Running): Promise<number | null> =>
+  new Promise((resolve) => {
+    if (running.child.exitCode !== null) return resolve(running.child.exitCode)
+    running.child.on("exit", (code, signal) => resolve(code ?? (signal === null ? null : 128)))
+    running.child.kill("SIGINT")
+  })
+
+/** Whether anything accepts a TCP connection at host:port. */
+const accepts = (host: string, port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = net.connect({ host, port })
+    socket.setTimeout(2_000)
+    socket.on("connect", () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.on("timeout", () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.on("error", () => resolve(false))
+  })
+
+const SubmitReply = Schema.decodeUnknownSync(
+  Schema.parseJson(Schema.Struct({ receipt: Receipt, task: TaskSummary }))
+)
+const TasksReply = Schema.decodeUnknownSync(
+  Schema.parseJson(
+    Schema.Struct({ tasks: Schema.Array(TaskSummary), next_cursor: Schema.NullOr(Schema.String) })
+  )
+)
+const HealthStore = Schema.decodeUnknownSync(
+  Schema.parseJson(
+    Schema.Struct({
+      store: Schema.Union(
+        Schema.Struct({ kind: Schema.Literal("file"), root: Schema.String }),
+        Schema.Struct({ kind: Schema.Literal("postgres"), schema: Schema.String, queue: Schema.String })
+      )
+    })
+  )
+)
+
+/** Submit, list and read back one task through the API; returns its receipt. */
+const roundTrip = async (running: Running, requestId: string) => {
+  const auth = { authorization: `Bearer ${running.token}` }
+  const submitted = await request(running.port, "/api/tasks", {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({
+      payload: { provider: "ollama", model: "m", prompt: "hello" },
+      request_id: requestId
+    })
+  })
+  assert.strictEqual(submitted.status, 201, submitted.body)
+  assertSecurityHeaders(submitted, "/api/tasks")
+  const { receipt } = SubmitReply(submitted.body)
+  const listed = await request(
+    running.port,
+    `/api/tasks?provider=ollama&q=${encodeURIComponent(requestId)}`,
+    {
+      headers: auth
+    }
+  )
+  assert.deepStrictEqual(
+    TasksReply(listed.body).tasks.map((t) => t.task_id),
+    [receipt.task_id]
+  )
+  const one = await request(running.port, `/api/tasks/${receipt.task_id}`, { headers: auth })
+  assert.strictEqual(one.status, 200)
+  assert.include(one.body, '"prompt":"hello"')
+  return receipt
+}
+
+describe("relaykeep dashboard (built binary)", () => {
+  it(
+    "prints the URL line, keeps a 0600 token across restarts, serves 127.0.0.1 only",
+    { timeout: 120_000 },
+    async () => {
+      const root = path.join(tempDir(), "root")
+      const first = await startDashboard(["--root", root])
+      assert.strictEqual(first.url.hostname, "127.0.0.1")
+      const tokenFile = path.join(root, "dashboard.token")
+      assert.strictEqual(fs.statSync(tokenFile).mode & 0o777, 0o600)
+      assert.strictEqual(fs.readFileSync(tokenFile, "utf8").trim(), first.token)
+
+      const anonymous = await request(first.port, "/api/health")
+      assert.deepStrictEqual(JSON.parse(anonymous.body), { status: "ok", version: "0.1.0" })
+      const refused = await request(first.port, "/api/tasks")
+      assert.strictEqual(refused.status, 401)
+      const health = await request(first.port, "/api/health", {
+        headers: { authorization: `Bearer ${first.token}` }
+      })
+      assert.deepStrictEqual(HealthStore(health.body).store, { kind: "file", root })
+      const receipt = await roundTrip(first, "e2e-file")
+
+      // Bound to 127.0.0.1 alone: not another loopback address, not the machine's other interfaces.
+      assert.isTrue(await accepts("127.0.0.1", first.port))
+      assert.isFalse(await accepts("127.0.0.2", first.port))
+      const external = Object.values(os.networkInterfaces())
+        .flat()
+        .filter((i) => i !== undefined && !i.internal && i.family === "IPv4")
+      for (const address of external)
+        if (address) assert.isFalse(await accepts(address.address, first.port), address.address)
+
+      assert.strictEqual(await stop(first), 130)
+      assert.strictEqual(first.stdout().split("\n").filter(Boolean).length, 1, "stdout is the URL line alone")
+
+      const second = await startDashboard(["--root", root])
+      assert.strictEqual(second.token, first.token, "the token is reused")
+      assert.strictEqual(fs.statSync(tokenFile).mode & 0o777, 0o600)
+      const stillThere = await request(second.port, `/api/tasks/${receipt.task_id}`, {
+        headers: { authorization: `Bearer ${second.token}` }
+      })
+      assert.strictEqual(stillThere.status, 200)
+      const stale = await request(second.port, "/api/tasks", {
+        headers: { authorization: `Bearer ${"0".repeat(64)}` }
+      })
+      assert.strictEqual(stale.status, 401)
+      await stop(second)
+
+      // The CLI sees what the dashboard queued.
+      const listed = jsonOutput(ListOutput, await relaykeep(["list", "--root", root]))
+      assert.deepStrictEqual(
+        listed.tasks.map((t) => [t.task_id, t.provider]),
+        [[receipt.task_id, "ollama"]]
+      )
+    }
+  )
+
+  describe.skipIf(!pgAvailable)("on PostgreSQL", () => {
+    const schemas: Array<string> = []
+    afterAll(async () => {
+      for (const schema of schemas.splice(0)) await dropSchema(schema)
+    })
+
+    it(
+      "serves the same API on a fresh schema; health names schema and queue, never the URL",
+      { timeout: 120_000 },
+      async () => {
+        const schema = freshSchema()
+        schemas.push(schema)
+        const root = path.join(tempDir(), "root")
+        const url = pgUrl ?? ""
+        const running = await startDashboard([
+          "--root",
+          root,
+          "--store",
+          url,
+          "--pg-schema",
+          schema,
+          "--queue",
+          "dash"
+        ])
+        const health = await request(running.port, "/api/health", {
+          headers: { authorization: `Bearer ${running.token}` }
+        })
+        assert.strictEqual(health.status, 200, health.body)
+        assert.deepStrictEqual(HealthStore(health.body).store, { kind: "postgres", schema, queue: "dash" })
+        assert.notInclude(health.body, "postgres://")
+        assert.strictEqual(fs.statSync(path.join(root, "dashboard.token")).mode & 0o777, 0o600)
+        const receipt = await roundTrip(running, "e2e-pg")
+        const cancel = await request(running.port, `/api/tasks/${receipt.task_id}/cancel`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${running.token}` }
+        })
+        assert.strictEqual(cancel.status, 200)
+        assert.include(cancel.body, '"state":"cancelled"')
+        await stop(running)
+        const listed = jsonOutput(
+          ListOutput,
+          await relaykeep(["list", "--store", url, "--pg-schema", schema, "--queue", "dash"])
+        )
+        assert.deepStrictEqual(
+          listed.tasks.map((t) => [t.task_id, t.state]),
+          [[receipt.task_id, "cancelled"]]
+        )
+      }
+    )
+  })
+})
