@@ -65,6 +65,8 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
   let browser: Browser | undefined
   let context: BrowserContext | undefined
   let worker: Running | undefined
+  /** What the page logged as errors (a CSP violation, an exception): none is expected. */
+  let problems: Array<string> = []
 
   beforeAll(async () => {
     fs.mkdirSync(screenshots, { recursive: true })
@@ -83,10 +85,13 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
   })
 
   afterEach(async () => {
+    const logged = problems
+    problems = []
     await context?.close()
     context = undefined
     if (worker !== undefined) await stop(worker.child)
     worker = undefined
+    assert.deepStrictEqual(logged, [], "errors the page logged")
   })
 
   afterAll(async () => {
@@ -99,6 +104,13 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     if (browser === undefined) throw new Error("Chromium did not start")
     context = await browser.newContext({ viewport: { width: 1000, height: 720 } })
     const page = await context.newPage()
+    page.on("pageerror", (error) => problems.push(`exception: ${error.message}`))
+    page.on("console", (message) => {
+      // A refusal the test provokes (409) is logged by Chromium as a failed resource: not a problem.
+      if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) {
+        problems.push(message.text())
+      }
+    })
     const response = await page.goto(url)
     assert.strictEqual(response?.status(), 200)
     // The redirect took the token out of the address bar; the cookie carries it now.
