@@ -69,6 +69,12 @@ try {
     await page.getByRole("link", { name: "Health" }).click()
     await page.locator("figure.chart-figure").waitFor()
   })
+  await shoot("submit", light, async (page) => {
+    await page.getByRole("link", { name: "Submit" }).click()
+    await page.getByLabel("Payload (a JSON object)").fill('["a list is not an object"]')
+    await page.getByRole("button", { name: "Submit task" }).click()
+    await page.getByRole("alert").waitFor()
+  })
   await shoot("narrow-dark", { viewport: { width: 390, height: 700 }, colorScheme: "dark" }, async () => {})
 } finally {
   await browser.close()
