@@ -28,10 +28,13 @@ export const duration = (start: string | null, end: string | null, now: number =
   return span((parse(end) ?? now) - from)
 }
 
-/** A timestamp in the reader's time zone, with the ISO value kept for the tooltip. */
+/** A timestamp in the reader's time zone and locale. */
 export const when = (iso: string | null): string => {
   const millis = parse(iso)
   return millis === null ? "–" : new Date(millis).toLocaleString()
 }
 
 export const shortId = (id: string): string => (id.length > 12 ? `${id.slice(0, 12)}…` : id)
+
+/** As `when`, for a time that may be absent (a fact that is then left out). */
+export const whenSet = (iso: string | null): string | null => (iso === null ? null : when(iso))

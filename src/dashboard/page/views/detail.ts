@@ -1,7 +1,7 @@
 /** One task: its payload, result, error and attempt timeline, with a guarded cancel button. */
 import { describe, get, post, taskPath } from "../api.js"
 import { badge, button, h, mount, readable } from "../dom.js"
-import { duration, when } from "../format.js"
+import { duration, when, whenSet } from "../format.js"
 import { field, isRecord, list, number, text } from "../json.js"
 import { onTaskChange } from "../live.js"
 import { problem } from "./view.js"
@@ -63,7 +63,7 @@ const attemptItem = (attempt: unknown): HTMLLIElement => {
       ["Host", text(attempt, "host")],
       ["PID", number(attempt, "pid")],
       ["Started", when(text(attempt, "started_at"))],
-      ["Ended", text(attempt, "ended_at") === null ? null : when(text(attempt, "ended_at"))],
+      ["Ended", whenSet(text(attempt, "ended_at"))],
       ["Duration", duration(text(attempt, "started_at"), text(attempt, "ended_at"))]
     ]),
     errorBlock(field(attempt, "error")),
@@ -139,12 +139,12 @@ export const detailView: View = (root, taskId) => {
         ["Task id", text(task, "task_id")],
         ["Payload SHA-256", text(task, "payload_sha256")],
         ["Created", when(text(task, "created_at"))],
-        ["Started", text(task, "started_at") === null ? null : when(text(task, "started_at"))],
-        ["Finished", text(task, "finished_at") === null ? null : when(text(task, "finished_at"))],
+        ["Started", whenSet(text(task, "started_at"))],
+        ["Finished", whenSet(text(task, "finished_at"))],
         ["Duration", duration(text(task, "started_at"), text(task, "finished_at"))],
         ["Attempts", number(task, "attempt")],
-        ["Cancel requested", text(task, "cancel_requested_at")],
-        ["Not before", text(task, "not_before")]
+        ["Cancel requested", whenSet(text(task, "cancel_requested_at"))],
+        ["Not before", whenSet(text(task, "not_before"))]
       ]),
       cancelControls(state),
       h("h2", {}, "Payload"),
