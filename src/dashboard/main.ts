@@ -3,15 +3,30 @@
  * 127.0.0.1, the token, and the program that serves until it is interrupted.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Console, Effect } from "effect"
+import { Console, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
 import type { StoreInfo } from "./routes.js"
 import { serveDashboard } from "./server.js"
 import { ensureToken } from "./token.js"
 
-/** Loopback only, never 0.0.0.0: the token is a second line of defence, not the first. */
-export const serverLayer = (port: number) => NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })
+/**
+ * Loopback only, never 0.0.0.0: the token is a second line of defence, not the first. At
+ * shutdown the open connections are cut before the server closes: Node's close() waits for
+ * every connection, and one busy when it was called (a keep-alive) would hold it for seconds.
+ */
+export const serverLayer = (port: number) =>
+  Layer.unwrapEffect(
+    Effect.sync(() => {
+      const server = createServer()
+      const cutConnections = Layer.scopedDiscard(
+        Effect.addFinalizer(() => Effect.sync(() => server.closeAllConnections()))
+      )
+      return cutConnections.pipe(
+        Layer.provideMerge(NodeHttpServer.layer(() => server, { port, host: "127.0.0.1" }))
+      )
+    })
+  )
 
 /** `dist/page/`, beside `dist/dashboard/` and `dist/bundle/` (the bundle defines import.meta.url). */
 export const defaultAssetsDir = () => fileURLToPath(new URL("../page/", import.meta.url))

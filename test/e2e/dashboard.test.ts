@@ -9,6 +9,7 @@ import { Schema } from "effect"
 import type { ChildProcessWithoutNullStreams } from "node:child_process"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -150,6 +151,53 @@ const roundTrip = async (running: Running, requestId: string) => {
   return receipt
 }
 
+/**
+ * Open the event stream, then submit through the API until an event names a submitted task (a
+ * stream subscribes as it starts, and PostgreSQL's LISTEN opens with its first subscriber, so
+ * the first submissions may come before it hears anything). Returns the ids submitted.
+ */
+const eventForSubmit = (running: Running, prefix: string): Promise<ReadonlyArray<string>> =>
+  new Promise((resolve, reject) => {
+    const submitted: Array<string> = []
+    let received = ""
+    const req = http.request(
+      {
+        host: "127.0.0.1",
+        port: running.port,
+        path: "/api/events",
+        headers: { cookie: `relaykeep_dashboard=${running.token}` }
+      },
+      (response) => {
+        assert.strictEqual(response.statusCode, 200)
+        assert.match(response.headers["content-type"] ?? "", /^text\/event-stream/)
+        response.on("data", (chunk: Buffer) => (received += chunk.toString("utf8")))
+        const heard = () =>
+          submitted.some((id) => received.includes(`event: task\ndata: {"task_id":"${id}","state":"queued"`))
+        // Resolves between submissions, so that none is in flight when the caller goes on.
+        const submitNext = async (attempt: number) => {
+          if (heard()) {
+            req.destroy()
+            return resolve(submitted)
+          }
+          if (attempt >= 50) {
+            req.destroy()
+            return reject(new Error(`no event for ${submitted.length} submissions; got: ${received}`))
+          }
+          const reply = await request(running.port, "/api/tasks", {
+            method: "POST",
+            headers: { authorization: `Bearer ${running.token}`, "content-type": "application/json" },
+            body: JSON.stringify({ payload: { n: attempt }, request_id: `${prefix}-${attempt}` })
+          })
+          submitted.push(SubmitReply(reply.body).receipt.task_id)
+          setTimeout(() => void submitNext(attempt + 1).catch(reject), 200)
+        }
+        void submitNext(0).catch(reject)
+      }
+    )
+    req.on("error", (error) => (req.destroyed ? undefined : reject(error)))
+    req.end()
+  })
+
 describe("relaykeep dashboard (built binary)", () => {
   it(
     "prints the URL line, keeps a 0600 token across restarts, serves 127.0.0.1 only",
@@ -181,6 +229,9 @@ describe("relaykeep dashboard (built binary)", () => {
       for (const address of external)
         if (address) assert.isFalse(await accepts(address.address, first.port), address.address)
 
+      const viaEvents = await eventForSubmit(first, "e2e-file-event")
+      assert.isAbove(viaEvents.length, 0)
+
       assert.strictEqual(await stop(first), 130)
       assert.strictEqual(first.stdout().split("\n").filter(Boolean).length, 1, "stdout is the URL line alone")
 
@@ -200,9 +251,10 @@ describe("relaykeep dashboard (built binary)", () => {
       // The CLI sees what the dashboard queued.
       const listed = jsonOutput(ListOutput, await relaykeep(["list", "--root", root]))
       assert.deepStrictEqual(
-        listed.tasks.map((t) => [t.task_id, t.provider]),
+        listed.tasks.filter((t) => t.provider !== null).map((t) => [t.task_id, t.provider]),
         [[receipt.task_id, "ollama"]]
       )
+      assert.strictEqual(listed.tasks.length, 1 + viaEvents.length)
     }
   )
 
@@ -244,15 +296,18 @@ describe("relaykeep dashboard (built binary)", () => {
         })
         assert.strictEqual(cancel.status, 200)
         assert.include(cancel.body, '"state":"cancelled"')
+        const viaEvents = await eventForSubmit(running, "e2e-pg-event")
+        assert.isAbove(viaEvents.length, 0)
         await stop(running)
         const listed = jsonOutput(
           ListOutput,
           await relaykeep(["list", "--store", url, "--pg-schema", schema, "--queue", "dash"])
         )
         assert.deepStrictEqual(
-          listed.tasks.map((t) => [t.task_id, t.state]),
+          listed.tasks.filter((t) => t.state !== "queued").map((t) => [t.task_id, t.state]),
           [[receipt.task_id, "cancelled"]]
         )
+        assert.strictEqual(listed.tasks.length, 1 + viaEvents.length)
       }
     )
   })
