@@ -1,0 +1,144 @@
+/** Health: the store, counts by state, live workers, the last hour and day, provider diagnostics. */
+import { describe, get } from "../api.js"
+import { hourlyChart } from "../chart.js"
+import { badge, h, mount, readable } from "../dom.js"
+import { shortId } from "../format.js"
+import { field, isRecord, list, number, States, text } from "../json.js"
+import { debounce, onTaskChange } from "../live.js"
+import { problem } from "./view.js"
+import type { View } from "./view.js"
+
+const storeText = (store: unknown): string =>
+  text(store, "kind") === "postgres"
+    ? `PostgreSQL, schema ${text(store, "schema") ?? "?"}, queue ${text(store, "queue") ?? "?"}`
+    : `files in ${text(store, "root") ?? "?"}`
+
+const counts = (value: unknown): HTMLElement =>
+  h(
+    "ul",
+    { class: "counts" },
+    ...States.map((state) => h("li", {}, badge(state), " ", h("strong", {}, number(value, state) ?? 0)))
+  )
+
+const workers = (entries: ReadonlyArray<unknown>): HTMLElement =>
+  entries.length === 0
+    ? h("p", { class: "muted" }, "No worker holds a task right now.")
+    : h(
+        "ul",
+        { class: "workers" },
+        ...entries.map((worker) => {
+          const expires = text(worker, "lease_expires_at")
+          return h(
+            "li",
+            {},
+            h("strong", {}, text(worker, "worker_id") ?? "?"),
+            " running ",
+            ...list(worker, "running").flatMap((id) =>
+              typeof id === "string" ? [h("a", { href: `#/task/${id}` }, shortId(id)), " "] : []
+            ),
+            expires !== null &&
+              h("span", { class: "muted" }, `(lease until ${new Date(expires).toLocaleTimeString()})`)
+          )
+        })
+      )
+
+const windowCounts = (label: string, value: unknown): HTMLElement =>
+  h(
+    "div",
+    { class: "window" },
+    h("h3", {}, label),
+    h(
+      "ul",
+      { class: "counts" },
+      ...["submitted", "complete", "failed", "cancelled"].map((name) =>
+        h("li", {}, `${name} `, h("strong", {}, number(value, name) ?? 0))
+      )
+    )
+  )
+
+export const healthView: View = (root) => {
+  const healthArea = h("section", { "aria-labelledby": "health-heading" })
+  const statsArea = h("section", { "aria-labelledby": "stats-heading" })
+  const doctorArea = h("section", { "aria-labelledby": "doctor-heading" })
+  mount(root, h("h1", { tabindex: "-1" }, "Health"), healthArea, statsArea, doctorArea)
+
+  const loadHealth = async (): Promise<void> => {
+    const outcome = await get("/api/health")
+    if (!outcome.ok) return mount(healthArea, problem(describe(outcome)))
+    const body = outcome.body
+    mount(
+      healthArea,
+      h("h2", { id: "health-heading" }, "Queue"),
+      h(
+        "p",
+        {},
+        `Status ${text(body, "status") ?? "?"} · RelayKeep ${text(body, "version") ?? "?"} · ${storeText(field(body, "store"))}`
+      ),
+      counts(field(body, "counts")),
+      h("h2", {}, "Workers"),
+      h(
+        "p",
+        { class: "help" },
+        "Workers seen through the leases of running tasks; idle workers do not show."
+      ),
+      workers(list(body, "workers"))
+    )
+  }
+
+  const loadStats = async (): Promise<void> => {
+    const outcome = await get("/api/stats")
+    if (!outcome.ok) return mount(statsArea, problem(describe(outcome)))
+    const body = outcome.body
+    mount(
+      statsArea,
+      h("h2", { id: "stats-heading" }, "Activity"),
+      h(
+        "div",
+        { class: "windows" },
+        windowCounts("Last hour", field(body, "hour")),
+        windowCounts("Last day", field(body, "day"))
+      ),
+      hourlyChart(list(body, "buckets"))
+    )
+  }
+
+  const loadDoctor = async (): Promise<void> => {
+    const outcome = await get("/api/doctor")
+    if (!outcome.ok) return mount(doctorArea, problem(describe(outcome)))
+    const rows = Array.isArray(outcome.body) ? outcome.body : list(outcome.body, "providers")
+    mount(
+      doctorArea,
+      h("h2", { id: "doctor-heading" }, "Providers"),
+      rows.length === 0
+        ? readable(outcome.body)
+        : h(
+            "ul",
+            { class: "providers" },
+            ...rows.map((row) =>
+              h(
+                "li",
+                {},
+                h("strong", {}, text(row, "provider") ?? "?"),
+                " ",
+                badge(
+                  field(row, "ok") === true ? "ok" : field(row, "configured") === false ? "off" : "problem"
+                ),
+                " ",
+                text(row, "problem") ?? text(row, "version") ?? "",
+                isRecord(row) && h("details", {}, h("summary", {}, "Details"), readable(row))
+              )
+            )
+          )
+    )
+  }
+
+  const refresh = debounce(() => {
+    void loadHealth()
+    void loadStats()
+  }, 1000)
+  const stopLive = onTaskChange(refresh)
+  void loadHealth()
+  void loadStats()
+  void loadDoctor()
+  return stopLive
+}

@@ -1,0 +1,291 @@
+/**
+ * The dashboard in a real browser: Debian's Chromium driven by playwright-core, against the
+ * built `relaykeep dashboard` on a temp data root, with real `relaykeep submit` and a real
+ * watching worker running the built-in echo. Set RELAYKEEP_TEST_CHROMIUM to the browser's
+ * executable (.ci/run does); without it the suite is skipped with one line saying so.
+ */
+import { afterAll, afterEach, assert, beforeAll, describe, it } from "@effect/vitest"
+import type { ChildProcess } from "node:child_process"
+import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { Browser, BrowserContext, Page } from "playwright-core"
+import { chromium } from "playwright-core"
+import { relaykeep, relaykeepBin } from "../support/cli.js"
+import { spawnEnv } from "../support/environment.js"
+import { useTempDirs } from "../support/files.js"
+import { waitFor } from "../support/waitFor.js"
+
+const executable = process.env["RELAYKEEP_TEST_CHROMIUM"] ?? ""
+const available = executable !== "" && fs.existsSync(executable)
+if (!available) {
+  process.stdout.write(
+    "Dashboard browser tests skipped: set RELAYKEEP_TEST_CHROMIUM to a Chromium executable to run them.\n"
+  )
+}
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
+const screenshots = path.join(repo, "test-results")
+const tempDir = useTempDirs()
+
+/** How long the page may take to show a change (a bound, never the assertion). */
+const Live = 60_000
+
+interface Running {
+  readonly child: ChildProcess
+  readonly output: () => string
+}
+
+const children: Array<ChildProcess> = []
+
+const start = (args: ReadonlyArray<string>): Running => {
+  const child = spawn(process.execPath, [relaykeepBin, ...args], {
+    env: spawnEnv(),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  children.push(child)
+  const chunks: Array<Buffer> = []
+  child.stdout?.on("data", (chunk: Buffer) => chunks.push(chunk))
+  child.stderr?.on("data", (chunk: Buffer) => chunks.push(chunk))
+  return { child, output: () => Buffer.concat(chunks).toString("utf8") }
+}
+
+const stop = (child: ChildProcess): Promise<void> =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once("close", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+describe.skipIf(!available)("the dashboard in Chromium", () => {
+  let root = ""
+  let url = ""
+  let dashboard: Running | undefined
+  let browser: Browser | undefined
+  let context: BrowserContext | undefined
+  let worker: Running | undefined
+  /** What the page logged as errors (a CSP violation, an exception): none is expected. */
+  let problems: Array<string> = []
+
+  beforeAll(async () => {
+    fs.mkdirSync(screenshots, { recursive: true })
+    root = path.join(tempDir(), "root")
+    dashboard = start(["dashboard", "--port", "0", "--root", root])
+    const running = dashboard
+    url = await waitFor(
+      () => `the dashboard's URL; it printed: ${running.output()}`,
+      () =>
+        /RelayKeep dashboard: (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{64})\n/.exec(
+          running.output()
+        )?.[1],
+      30_000
+    )
+    browser = await chromium.launch({ executablePath: executable })
+  })
+
+  afterEach(async () => {
+    const logged = problems
+    problems = []
+    await context?.close()
+    context = undefined
+    if (worker !== undefined) await stop(worker.child)
+    worker = undefined
+    assert.deepStrictEqual(logged, [], "errors the page logged")
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    for (const child of children.splice(0)) await stop(child)
+  })
+
+  /** A fresh browser profile that opened the printed URL (so it holds the token's cookie). */
+  const open = async (): Promise<Page> => {
+    if (browser === undefined) throw new Error("Chromium did not start")
+    context = await browser.newContext({ viewport: { width: 1000, height: 720 } })
+    const page = await context.newPage()
+    page.on("pageerror", (error) => problems.push(`exception: ${error.message}`))
+    page.on("console", (message) => {
+      // A refusal the test provokes (409) is logged by Chromium as a failed resource: not a problem.
+      if (message.type() === "error" && !message.text().startsWith("Failed to load resource")) {
+        problems.push(message.text())
+      }
+    })
+    const response = await page.goto(url)
+    assert.strictEqual(response?.status(), 200)
+    // The redirect took the token out of the address bar; the cookie carries it now.
+    assert.notMatch(page.url(), /token=/)
+    await page.getByRole("heading", { name: "Tasks" }).waitFor()
+    return page
+  }
+
+  const shoot = (page: Page, name: string) =>
+    page.screenshot({ path: path.join(screenshots, `dashboard-${name}.png`), fullPage: true })
+
+  it("shows a submitted task, turns it complete live while a worker runs, and opens its detail", async () => {
+    const page = await open()
+    // Set on the document now: still there at the end only if the page never reloaded.
+    await page.evaluate("document.body.setAttribute('data-test-marker', 'unchanged')")
+
+    const submitted = await relaykeep([
+      "submit",
+      "--root",
+      root,
+      "--id",
+      "browser-live",
+      "--payload",
+      '{"prompt":"hello from the browser test"}'
+    ])
+    assert.strictEqual(submitted.code, 0, submitted.stderr)
+    const row = page.locator("tr", { has: page.getByRole("link", { name: "browser-live", exact: true }) })
+    await row.locator(".badge", { hasText: "queued" }).waitFor({ timeout: Live })
+    assert.strictEqual(await row.locator("td").nth(2).textContent(), "echo")
+
+    worker = start(["worker", "--watch", "--root", root, "--poll", "1s"])
+    await row.locator(".badge", { hasText: "complete" }).waitFor({ timeout: Live })
+    assert.strictEqual(await page.locator("body").getAttribute("data-test-marker"), "unchanged")
+    await shoot(page, "tasks")
+
+    await row.getByRole("link", { name: "browser-live", exact: true }).click()
+    await page.getByRole("heading", { name: "Task complete" }).waitFor({ timeout: Live })
+    const result = page.locator("h2:text-is('Result') + pre")
+    assert.include(await result.textContent(), '"prompt": "hello from the browser test"')
+    assert.strictEqual(await page.getByText("Attempt 1", { exact: true }).count(), 1)
+    assert.strictEqual(await page.getByRole("button", { name: "Cancel task…" }).count(), 0)
+    await shoot(page, "detail")
+  }, 180_000)
+
+  it("cancels a queued task after the confirmation, and not before", async () => {
+    const page = await open()
+    await page.getByRole("link", { name: "Submit" }).click()
+    await page.getByLabel("Payload (a JSON object)").fill('{"prompt":"cancel me"}')
+    await page.getByLabel("Request id (optional)").fill("browser-cancel")
+    await page.getByRole("button", { name: "Submit task" }).click()
+    await page.getByRole("heading", { name: "Task queued" }).waitFor({ timeout: Live })
+
+    // The first press only asks; keeping the task leaves it queued.
+    await page.getByRole("button", { name: "Cancel task…" }).click()
+    await page.getByText("Cancel this task?").waitFor()
+    await page.getByRole("button", { name: "Keep it" }).click()
+    const kept = await relaykeep(["list", "--root", root, "--state", "queued"])
+    assert.include(kept.stdout, "browser-cancel")
+
+    await page.getByRole("button", { name: "Cancel task…" }).click()
+    await page.getByRole("button", { name: "Yes, cancel it" }).waitFor()
+    // Keyboard users land on the confirmation.
+    assert.strictEqual(await page.locator("button:focus").textContent(), "Yes, cancel it")
+    await shoot(page, "cancel-confirm")
+    await page.keyboard.press("Enter")
+    await page.getByRole("heading", { name: "Task cancelled" }).waitFor({ timeout: Live })
+    await page.reload()
+    await page.getByRole("heading", { name: "Task cancelled" }).waitFor({ timeout: Live })
+    const listed = await relaykeep(["list", "--root", root, "--state", "cancelled"])
+    assert.include(listed.stdout, "browser-cancel")
+    await shoot(page, "cancelled")
+  }, 120_000)
+
+  it("refuses a bad payload with a message, before sending it, and shows the API's own refusal", async () => {
+    const page = await open()
+    const posts: Array<string> = []
+    page.on("request", (request) => {
+      if (request.method() === "POST") posts.push(request.url())
+    })
+    await page.getByRole("link", { name: "Submit" }).click()
+    const payload = page.getByLabel("Payload (a JSON object)")
+    const submit = page.getByRole("button", { name: "Submit task" })
+
+    await payload.fill('["not", "an", "object"]')
+    await submit.click()
+    await page.getByRole("alert").filter({ hasText: "payload: must be a JSON object" }).waitFor()
+    assert.strictEqual(await payload.getAttribute("aria-invalid"), "true")
+
+    await payload.fill('{"prompt": ')
+    await submit.click()
+    await page.getByRole("alert").filter({ hasText: "payload: not valid JSON" }).waitFor()
+    await shoot(page, "invalid")
+    assert.deepStrictEqual(posts, [])
+
+    // Same request id, another payload: only the API knows, and the page shows its answer.
+    const first = await relaykeep(["submit", "--root", root, "--id", "browser-conflict", "--payload", "{}"])
+    assert.strictEqual(first.code, 0, first.stderr)
+    await page.getByLabel("Request id (optional)").fill("browser-conflict")
+    await payload.fill('{"prompt":"a different payload"}')
+    await submit.click()
+    await page.getByRole("alert").filter({ hasText: "ConflictError" }).waitFor({ timeout: Live })
+    assert.strictEqual(posts.length, 1)
+  }, 120_000)
+
+  it("shows health, the activity chart and the audit log, with hostile text as text", async () => {
+    const hostile = '<img src=x onerror="document.title=1">'
+    const submitted = await relaykeep(["submit", "--root", root, "--id", hostile, "--payload", "{}"])
+    assert.strictEqual(submitted.code, 0, submitted.stderr)
+    const time = new Date().toISOString()
+    fs.mkdirSync(path.join(root, "audit"), { recursive: true })
+    const entry = {
+      time,
+      server: "relaykeep-tasks",
+      tool: "cancel_task",
+      status: "denied",
+      duration_ms: 3,
+      arguments: { task_id: hostile },
+      error: { tag: "ConfirmationRequired", message: hostile }
+    }
+    fs.appendFileSync(path.join(root, "audit", `${time.slice(0, 10)}.jsonl`), `${JSON.stringify(entry)}\n`)
+
+    const page = await open()
+    await page.getByRole("link", { name: hostile, exact: true }).waitFor()
+    await page.getByRole("link", { name: "Health" }).click()
+    await page.getByRole("heading", { name: "Last hour" }).waitFor({ timeout: Live })
+    assert.isAbove(await page.locator("svg.chart rect").count(), 0, "bars for this hour's tasks")
+    await page.getByText("No worker holds a task right now.").waitFor()
+    await shoot(page, "health")
+
+    await page.getByRole("link", { name: "Audit" }).click()
+    const row = page.locator("tbody tr", { hasText: "cancel_task" })
+    await row.waitFor({ timeout: Live })
+    assert.strictEqual(await row.locator(".badge").textContent(), "denied")
+    assert.include(await row.textContent(), `ConfirmationRequired: ${hostile}`)
+    await page.getByLabel("Outcome").selectOption("ok")
+    await page.getByRole("button", { name: "Filter" }).click()
+    await page.getByText("No entries match.").waitFor({ timeout: Live })
+    // Nothing the API returned became markup: no image, and the title is the page's own.
+    assert.strictEqual(await page.locator("main img").count(), 0)
+    assert.strictEqual(await page.title(), "Audit · RelayKeep")
+    await shoot(page, "audit")
+  }, 120_000)
+
+  it("filters by request id and pages back with Older and forward with Newer", async () => {
+    // Through the API with the printed token as a Bearer token: 55 submits in a moment.
+    const token = new URL(url).searchParams.get("token") ?? ""
+    for (let index = 0; index < 55; index++) {
+      const response = await fetch(new URL("/api/tasks", url), {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ payload: { index }, request_id: `paging-${String(index).padStart(2, "0")}` })
+      })
+      assert.strictEqual(response.status, 201, await response.text())
+    }
+    const page = await open()
+    await page.getByLabel("Search").fill("paging-")
+    await page.getByRole("button", { name: "Filter" }).click()
+    // Tasks submitted in the same millisecond are ordered by task id, so the test looks at the
+    // pages as sets: the newest task on the first, the oldest on the second, none on both.
+    const shown = async () => new Set(await page.locator("tbody tr td.request a").allTextContents())
+    await page.getByText("50 tasks shown.").waitFor({ timeout: Live })
+    const newest = await shown()
+    assert.isTrue(newest.has("paging-54"))
+
+    await page.getByRole("button", { name: "Older" }).click()
+    await page.getByText("5 tasks shown.").waitFor({ timeout: Live })
+    const oldest = await shown()
+    assert.isTrue(oldest.has("paging-00"))
+    assert.strictEqual(new Set([...newest, ...oldest]).size, 55)
+    assert.strictEqual(await page.getByRole("button", { name: "Older" }).count(), 0)
+    await shoot(page, "older")
+
+    await page.getByRole("button", { name: "Newer" }).click()
+    await page.getByText("50 tasks shown.").waitFor({ timeout: Live })
+    assert.deepStrictEqual(await shown(), newest)
+    assert.strictEqual(await page.getByRole("button", { name: "Newer" }).count(), 0)
+  }, 120_000)
+})
