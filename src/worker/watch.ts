@@ -130,21 +130,32 @@ export const runWatch = (
         return taken < cap
       }
 
-      /** Claim one task and start its attempt; uninterruptible, so no claim is left without a runner. */
-      const start = (taskId: TaskId) =>
+      const unreserve = (taskId: TaskId) =>
+        Ref.update(running, (map) => {
+          const next = new Map(map)
+          next.delete(taskId)
+          return next
+        })
+
+      /**
+       * Claim one task whose slot `fill` reserved, and start its attempt; uninterruptible, so no
+       * claim is left without a runner. A declined or failed claim gives the slot back.
+       */
+      const start = ({ task_id: taskId, provider: reservedFor }: ReadyTask) =>
         Effect.uninterruptible(
           Effect.gen(function* () {
-            const current = yield* Ref.get(running)
-            const claimed = yield* store.claim(taskId, {
-              workerId: options.workerId,
-              leaseMillis: options.leaseMillis,
-              retry: options.retry,
-              accept: (record) => roomFor(current, providerOfPayload(record.payload))
-            })
-            if (Option.isNone(claimed)) return
+            const claimed = yield* store
+              .claim(taskId, {
+                workerId: options.workerId,
+                leaseMillis: options.leaseMillis,
+                retry: options.retry,
+                // The slot was reserved for the provider the queue showed; a payload never changes.
+                accept: (record) => providerOfPayload(record.payload) === reservedFor
+              })
+              .pipe(Effect.tapErrorCause(() => unreserve(taskId)))
+            if (Option.isNone(claimed)) return yield* Effect.as(unreserve(taskId), false)
             const { lease, record } = claimed.value
             const provider = providerOfPayload(record.payload)
-            yield* Ref.update(running, (map) => new Map(map).set(taskId, provider))
             yield* output.event({ event: "claimed", task_id: taskId, attempt: lease.attempt, provider })
             const attempt = runAttempt(claimed.value, {
               leaseMillis: options.leaseMillis,
@@ -186,20 +197,12 @@ export const runWatch = (
               ),
               Effect.asVoid,
               Effect.catchAll(storageFailed),
-              Effect.ensuring(
-                Effect.zipRight(
-                  Ref.update(running, (map) => {
-                    const next = new Map(map)
-                    next.delete(taskId)
-                    return next
-                  }),
-                  Queue.offer(freed, undefined)
-                )
-              )
+              Effect.ensuring(Effect.zipRight(unreserve(taskId), Queue.offer(freed, undefined)))
             )
             // A fiber forked here would inherit the uninterruptible region: the attempt must stay
             // interruptible, or neither a cancel nor a shutdown could stop its provider.
             yield* FiberSet.run(attempts, Effect.interruptible(attempt))
+            return true
           })
         )
 
@@ -211,26 +214,48 @@ export const runWatch = (
        */
       const pending = yield* Ref.make<ReadonlyArray<ReadyTask>>([])
 
-      /** Claim what fits from `pending`; keep the tasks a per-provider cap holds back for later. */
+      /**
+       * Reserve a slot for each task of `pending` that fits, in order, then claim them, as many
+       * at once as the store gains from (`claimConcurrency`): on PostgreSQL a claim is a round
+       * trip, and one after another they would bound the worker's rate. Tasks a per-provider cap
+       * holds back stay for later. Attempts that ended meanwhile (or claims declined) free slots
+       * again, so it goes round until no slot is free or nothing fits.
+       */
       const fill = Effect.gen(function* () {
-        const kept: Array<ReadyTask> = []
-        const tasks = yield* Ref.get(pending)
-        for (const [index, task] of tasks.entries()) {
-          const current = yield* Ref.get(running)
-          if (current.size >= options.concurrency) {
-            kept.push(...tasks.slice(index))
-            break
+        while (true) {
+          const tasks = yield* Ref.get(pending)
+          const kept: Array<ReadyTask> = []
+          const chosen: Array<ReadyTask> = []
+          for (const [index, task] of tasks.entries()) {
+            const verdict = yield* Ref.modify(running, (current) => {
+              if (current.size >= options.concurrency) return ["full", current] as const
+              if (current.has(task.task_id)) return ["running", current] as const
+              if (!roomFor(current, task.provider)) return ["capped", current] as const
+              return ["reserved", new Map(current).set(task.task_id, task.provider)] as const
+            })
+            if (verdict === "full") {
+              kept.push(...tasks.slice(index))
+              break
+            }
+            if (verdict === "capped") kept.push(task)
+            if (verdict === "reserved") chosen.push(task)
           }
-          if (current.has(task.task_id)) continue
-          if (!roomFor(current, task.provider)) {
-            kept.push(task)
-            continue
-          }
-          yield* start(task.task_id).pipe(
-            Effect.catchTags({ UnknownTask: () => Effect.void, InvalidRecord: () => Effect.void })
+          yield* Ref.set(pending, kept)
+          const claimed = yield* Effect.forEach(
+            chosen,
+            (task) =>
+              start(task).pipe(
+                Effect.catchTags({
+                  UnknownTask: () => Effect.succeed(false),
+                  InvalidRecord: () => Effect.succeed(false)
+                })
+              ),
+            { concurrency: store.claimConcurrency }
           )
+          // Each round uses up the tasks it chose, so this ends. Going back to wait instead would
+          // let every wake-up (on the file store, each claim moves a marker) cost a look.
+          if (claimed.length === 0 || kept.length === 0) return
         }
-        yield* Ref.set(pending, kept)
       })
 
       /** Look at the queue once: reap, then claim what fits. Returns how long to sleep. */

@@ -98,6 +98,8 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         }
       }),
       wakeups: Stream.fromPubSub(wakeups),
+      // Claims cost nothing here; tests of the worker see claims in flight at once.
+      claimConcurrency: 8,
       changes: Stream.fromPubSub(changes),
       list: Effect.fn("TaskStore.list")(function* (request) {
         const map = yield* Ref.get(records)

@@ -40,7 +40,7 @@ import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
 import { noticeHub } from "./notices.js"
 import type { PgTarget } from "./target.js"
-import { DefaultConnectTimeoutMillis } from "./target.js"
+import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
 
 export interface PgStoreSettings {
   readonly target: PgTarget
@@ -247,6 +247,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       }),
       live,
       wakeups: notices.wakeups,
+      claimConcurrency: settings.maxConnections ?? DefaultMaxConnections,
       changes: notices.changes,
       list,
       check: Effect.gen(function* () {
