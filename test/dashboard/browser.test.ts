@@ -139,7 +139,7 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     assert.strictEqual(submitted.code, 0, submitted.stderr)
     const row = page.locator("tr", { has: page.getByRole("link", { name: "browser-live", exact: true }) })
     await row.locator(".badge", { hasText: "queued" }).waitFor({ timeout: Live })
-    assert.strictEqual(await row.locator("td").nth(2).textContent(), "echo")
+    assert.strictEqual(await row.locator("td").nth(2).textContent(), "fake-echo")
 
     worker = start(["worker", "--watch", "--root", root, "--poll", "1s"])
     await row.locator(".badge", { hasText: "complete" }).waitFor({ timeout: Live })

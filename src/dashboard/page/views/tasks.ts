@@ -30,8 +30,8 @@ const row = (task: TaskSummary): HTMLTableRowElement =>
       task.provider ??
         h(
           "span",
-          { class: "muted", title: "The payload names no provider: the built-in echo runs it" },
-          "echo"
+          { class: "muted", title: "The payload names no provider: the built-in fake-echo runs it" },
+          "fake-echo"
         )
     ),
     h("td", { class: "age", title: task.created_at }, age(task.created_at)),
