@@ -12,7 +12,7 @@ const limit = Options.integer("limit").pipe(
   Options.optional
 )
 const provider = Options.text("provider").pipe(
-  Options.withDescription("Only tasks whose payload names this provider"),
+  Options.withDescription("Only tasks this provider runs (fake-echo: payloads that name none)"),
   Options.optional
 )
 const search = Options.text("search").pipe(

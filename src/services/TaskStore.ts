@@ -88,7 +88,10 @@ export interface LiveSnapshot {
 
 export interface ListRequest {
   readonly state?: TaskState | undefined
-  /** Only tasks whose payload names this provider (exactly). */
+  /**
+   * Only tasks this provider runs, named as the worker names them: a payload that names no
+   * provider (or a provider that is not a string) is `fake-echo`'s, the built-in echo.
+   */
   readonly provider?: string | undefined
   /** Only tasks whose client request id or task id contains this text, ignoring case. */
   readonly search?: string | undefined

@@ -4,7 +4,7 @@ import { decodeCursor, encodeCursor } from "../domain/submission.js"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import type { Lease, TaskError, TaskRecord, TaskState } from "../domain/Task.js"
-import { namedProvider, submissionOrder, toSummary } from "../domain/Task.js"
+import { submissionOrder, toSummary } from "../domain/Task.js"
 import type { Claimant } from "../domain/transitions.js"
 import * as Transitions from "../domain/transitions.js"
 import type { InvalidInput, StaleAttempt } from "../domain/errors.js"
@@ -32,7 +32,7 @@ export const listFilter = (request: ListRequest) => {
     request.search === undefined || request.search === "" ? undefined : request.search.toLowerCase()
   return (record: TaskRecord): boolean =>
     (request.state === undefined || record.state === request.state) &&
-    (request.provider === undefined || namedProvider(record.payload) === request.provider) &&
+    (request.provider === undefined || providerOfPayload(record.payload) === request.provider) &&
     (search === undefined ||
       record.client_request_id.toLowerCase().includes(search) ||
       record.task_id.includes(search))
