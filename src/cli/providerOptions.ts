@@ -40,6 +40,19 @@ export type ProviderArgs = {
     : never
 }
 
+/** No provider flag given: the settings come from the environment, then `<root>/config.json`. */
+export const NoProviderFlags: ProviderArgs = {
+  claudeExecutable: Option.none(),
+  codexExecutable: Option.none(),
+  workDir: Option.none(),
+  ollamaUrl: Option.none(),
+  openaiUrl: Option.none(),
+  stripEnv: [],
+  taskTimeout: Option.none(),
+  killGrace: Option.none(),
+  maxOutput: Option.none()
+}
+
 /** `<root>/config.json`: the same settings, in snake case. Unknown keys are errors. */
 const ConfigFile = Schema.parseJson(
   Schema.Struct({

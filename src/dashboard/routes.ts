@@ -5,8 +5,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Clock, Effect, Option, Schedule, Schema, Stream } from "effect"
 import type { Deferred } from "effect"
 import { sinceMillis } from "../cli/audit.js"
-import type { ProviderArgs } from "../cli/providerOptions.js"
-import { resolveProviderSettings } from "../cli/providerOptions.js"
+import { NoProviderFlags, resolveProviderSettings } from "../cli/providerOptions.js"
 import { ClientRequestId, TaskId } from "../domain/ids.js"
 import { decodeField, decodeNamed } from "../domain/input.js"
 import { JsonObject, TaskState, timeMillis, toSummary } from "../domain/Task.js"
@@ -71,19 +70,6 @@ const SubmitBody = Schema.Struct({
   payload: JsonObject,
   request_id: Schema.optional(ClientRequestId)
 })
-
-/** The provider settings `relaykeep doctor` would use without flags: environment, then config.json. */
-const noProviderFlags: ProviderArgs = {
-  claudeExecutable: Option.none(),
-  codexExecutable: Option.none(),
-  workDir: Option.none(),
-  ollamaUrl: Option.none(),
-  openaiUrl: Option.none(),
-  stripEnv: [],
-  taskTimeout: Option.none(),
-  killGrace: Option.none(),
-  maxOutput: Option.none()
-}
 
 export const apiRoutes = (options: RouteOptions) =>
   Effect.gen(function* () {
@@ -202,7 +188,7 @@ export const apiRoutes = (options: RouteOptions) =>
     })
 
     const doctor = Effect.gen(function* () {
-      const settings = yield* resolveProviderSettings(noProviderFlags, options.root)
+      const settings = yield* resolveProviderSettings(NoProviderFlags, options.root)
       return json({ work_dir: settings.workDir ?? null, providers: yield* diagnose(settings) })
     })
 

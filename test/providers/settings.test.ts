@@ -8,21 +8,11 @@ import { ConfigProvider, Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ProviderArgs } from "../../src/cli/providerOptions.js"
-import { resolveProviderSettings } from "../../src/cli/providerOptions.js"
+import { NoProviderFlags, resolveProviderSettings } from "../../src/cli/providerOptions.js"
 import type { ProviderSettings } from "../../src/providers/settings.js"
 import { failureOf, sandbox } from "../support/fakeCli.js"
 
-const none: ProviderArgs = {
-  claudeExecutable: Option.none(),
-  codexExecutable: Option.none(),
-  workDir: Option.none(),
-  ollamaUrl: Option.none(),
-  openaiUrl: Option.none(),
-  stripEnv: [],
-  taskTimeout: Option.none(),
-  killGrace: Option.none(),
-  maxOutput: Option.none()
-}
+const none: ProviderArgs = NoProviderFlags
 
 /** Resolve with these options, this environment, and `config` written to `<root>/config.json`. */
 const resolve = (
