@@ -13,6 +13,7 @@ import type {
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import type { OrphanReason } from "../domain/transitions.js"
+import type { WorkerPresence } from "../domain/worker.js"
 import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
 import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
 import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
@@ -110,6 +111,24 @@ export interface CheckReport {
   readonly records: number
   readonly states: Readonly<Record<TaskState, number>>
   readonly invalid_records: ReadonlyArray<InvalidRecordReport>
+}
+
+/**
+ * The watching workers of this queue, as each last announced itself (`domain/worker.ts`).
+ * Hints, not acknowledged data: written without fsync, and each worker writes only its own.
+ */
+export interface WorkerRegistry {
+  /** Create or replace this instance's entry. */
+  readonly announce: (presence: WorkerPresence) => Effect.Effect<void, StorageError>
+  /** Remove this instance's entry (a worker that stopped); no error when there is none. */
+  readonly retire: (instance: string) => Effect.Effect<void, StorageError>
+  /**
+   * Every entry, late ones included, ordered by worker id; entries that do not decode are
+   * left out. No side effects.
+   */
+  readonly list: Effect.Effect<ReadonlyArray<WorkerPresence>, StorageError>
+  /** Remove the entries that expired before `expiredBefore` (epoch ms); returns how many. */
+  readonly prune: (expiredBefore: number) => Effect.Effect<number, StorageError>
 }
 
 /** Where an attempt's end left its task: finished, or queued again for another attempt. */
@@ -226,6 +245,8 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     readonly list: (request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>
     /** Read every record and report every damaged one. Costs O(all tasks). */
     readonly check: Effect.Effect<CheckReport, StorageError>
+    /** The watching workers and their heartbeats. */
+    readonly workers: WorkerRegistry
   }
 >() {
   /** The file store under `options.root`, with its own lock directory. The default. */

@@ -9,6 +9,8 @@ import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
 import { sha256Hex } from "../../src/domain/canonical.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
+import { isoTime } from "../../src/domain/time.js"
+import type { WorkerPresence } from "../../src/domain/worker.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const at = <A>(items: ReadonlyArray<A>, index: number): A => {
@@ -17,6 +19,27 @@ const at = <A>(items: ReadonlyArray<A>, index: number): A => {
   return item
 }
 const worker = { workerId: "w1", leaseMillis: 60_000 }
+
+/** A worker's registry entry, seen at `seenAt` ms and late 15 s later. */
+const presence = (
+  instanceDigit: string,
+  workerId: string,
+  seenAt: number,
+  overrides: Partial<WorkerPresence> = {}
+): WorkerPresence => ({
+  instance: instanceDigit.repeat(32),
+  worker_id: workerId,
+  hostname: "box",
+  pid: 100,
+  version: "0.1.0",
+  status: "watching",
+  started_at: isoTime(0),
+  seen_at: isoTime(seenAt),
+  expires_at: isoTime(seenAt + 15_000),
+  concurrency: 2,
+  running: 0,
+  ...overrides
+})
 
 export const taskStoreContract = (
   name: string,
@@ -565,6 +588,61 @@ export const taskStoreContract = (
             cancelled: 1
           })
           assert.deepStrictEqual(report.invalid_records, [])
+        })
+      )
+    )
+
+    it.scoped(
+      "the worker registry: an announce adds or replaces the instance's entry; list orders by worker id",
+      () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            assert.deepStrictEqual(yield* store.workers.list, [], "empty before any worker")
+            yield* store.workers.announce(presence("b", "zeta", 1_000))
+            yield* store.workers.announce(presence("a", "alpha", 1_000))
+            const renewed = presence("b", "zeta", 6_000, { running: 2, status: "stopping" })
+            yield* store.workers.announce(renewed)
+            assert.deepStrictEqual(yield* store.workers.list, [presence("a", "alpha", 1_000), renewed])
+          })
+        )
+    )
+
+    it.scoped("two runs under one worker id are two entries, and retiring one keeps the other", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const first = presence("1", "same", 1_000, { started_at: isoTime(500) })
+          const second = presence("2", "same", 1_000, { started_at: isoTime(900), pid: 101 })
+          yield* store.workers.announce(second)
+          yield* store.workers.announce(first)
+          assert.deepStrictEqual(
+            yield* store.workers.list,
+            [first, second],
+            "same id: the earlier start first"
+          )
+          yield* store.workers.retire(first.instance)
+          assert.deepStrictEqual(yield* store.workers.list, [second])
+          // Retiring what is not there, or a name that is no instance, changes nothing.
+          yield* store.workers.retire(first.instance)
+          yield* store.workers.retire("../tasks")
+          yield* store.workers.retire("")
+          assert.deepStrictEqual(yield* store.workers.list, [second])
+        })
+      )
+    )
+
+    it.scoped("prune removes the entries that expired before the cutoff, and only those", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const gone = presence("c", "gone", 0) // expires at 15 000
+          const late = presence("d", "late", 10_000) // expires at 25 000
+          const alive = presence("e", "alive", 90_000)
+          yield* Effect.forEach([gone, late, alive], store.workers.announce, { discard: true })
+          assert.strictEqual(yield* store.workers.prune(15_000), 0, "expiring at the cutoff is not before it")
+          assert.strictEqual(yield* store.workers.prune(20_000), 1)
+          assert.deepStrictEqual(yield* store.workers.list, [alive, late])
+          assert.strictEqual(yield* store.workers.prune(20_000), 0, "nothing left to prune")
+          // Tasks are untouched by any of this.
+          assert.strictEqual((yield* store.check).records, 0)
         })
       )
     )

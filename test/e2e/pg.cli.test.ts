@@ -359,27 +359,27 @@ describe.skipIf(!pgAvailable)("relaykeep on PostgreSQL", { timeout: 120_000 }, (
     assert.strictEqual((await rowOf(schema, "b", receiptB.task_id))?.state, "queued")
   })
 
-  it("first use creates the tables, and records version 1, in the chosen schema and nowhere else", async () => {
+  it("first use creates the tables, and records versions 1 and 2, in the chosen schema and nowhere else", async () => {
     const own = newSchema()
     assert.deepStrictEqual(await tableNames(own), [], "nothing before the first use")
     const publicBefore = await tableNames("public")
     jsonOutput(ListOutput, await onPg(own, "default")("list"))
-    assert.deepStrictEqual(await tableNames(own), ["migrations", "queues", "tasks"])
+    assert.deepStrictEqual(await tableNames(own), ["migrations", "queues", "tasks", "workers"])
     const versions = await pgQuery<{ readonly migration_id: number }>(
       `SELECT migration_id FROM "${own}".migrations ORDER BY migration_id`
     )
     assert.deepStrictEqual(
       versions.map((row) => row.migration_id),
-      [1]
+      [1, 2]
     )
     assert.deepStrictEqual(await tableNames("public"), publicBefore, "public is left alone")
-    for (const table of ["migrations", "queues", "tasks", "effect_sql_migrations"])
+    for (const table of ["migrations", "queues", "tasks", "workers", "effect_sql_migrations"])
       assert.notInclude(publicBefore, table)
 
     // A second process finds the schema current and runs nothing again.
     jsonOutput(Receipt, await onPg(own, "default")("submit", ["--id", "x", "--payload", "{}"]))
     const again = await pgQuery<{ readonly n: string }>(`SELECT count(*) AS n FROM "${own}".migrations`)
-    assert.strictEqual(again[0]?.n, "1")
+    assert.strictEqual(again[0]?.n, "2")
   })
 
   it("usage errors exit 2 and name the flag or variable, before anything connects", async () => {

@@ -32,8 +32,8 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           )
           assert.deepStrictEqual(
             migrations.map((row) => row.migration_id),
-            [1],
-            "version 1 recorded exactly once"
+            [1, 2],
+            "each version recorded exactly once"
           )
           const queues = yield* Effect.promise(() => pgQuery(`SELECT name FROM "${schema}".queues`))
           assert.lengthOf(queues, 1, "one queue, one secret")
@@ -46,6 +46,33 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           const check = yield* Effect.promise(() => pgQuery(`SELECT task_id FROM "${schema}".tasks`))
           assert.lengthOf(check, 1)
         }
+      })
+  )
+
+  it.scopedLive(
+    "a schema of version 1 (before the worker registry) is upgraded in place, its tasks kept",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const old = yield* pgStoreAt(schema)
+        const receipt = yield* old.submit({ clientRequestId: id("from-v1"), payload: { n: 1 } })
+        // What version 1 looked like: no workers table, one migration recorded.
+        yield* Effect.promise(() =>
+          pgQuery(`DROP TABLE "${schema}".workers; DELETE FROM "${schema}".migrations WHERE migration_id = 2`)
+        )
+        const upgraded = yield* pgStoreAt(schema, { hostname: "next", pid: 200 })
+        const view = yield* upgraded.read(receipt.task_id, receipt.payload_sha256)
+        assert.strictEqual(view.state, "queued")
+        const versions = yield* Effect.promise(() =>
+          pgQuery<{ readonly migration_id: number }>(
+            `SELECT migration_id FROM "${schema}".migrations ORDER BY migration_id`
+          )
+        )
+        assert.deepStrictEqual(
+          versions.map((row) => row.migration_id),
+          [1, 2]
+        )
+        assert.deepStrictEqual(yield* upgraded.workers.list, [])
       })
   )
 
@@ -70,7 +97,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
       )
       assert.deepStrictEqual(
         versions.map((row) => row.migration_id),
-        [1, 999]
+        [1, 2, 999]
       )
       const rows = yield* Effect.promise(() =>
         pgQuery(`SELECT task_id FROM "${schema}".tasks WHERE task_id = $1`, [receipt.task_id])

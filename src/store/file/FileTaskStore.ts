@@ -24,6 +24,7 @@ import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./
 import { encodeRecord, decodeRecordFile } from "./records.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
 import { scanRecords } from "./scan.js"
+import { fileWorkerRegistry } from "./workers.js"
 
 export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
@@ -53,6 +54,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         return yield* loadSecret(deps)
       })
     )
+
+    const workers = yield* fileWorkerRegistry(deps, openRoot)
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
       Effect.zipRight(openRoot, lockTimeoutAsStorageError(lock.withLock(taskId, body)))
@@ -270,7 +273,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         const states = emptyStateCounts()
         for (const record of records) states[record.state] += 1
         return { records: records.length + invalid.length, states, invalid_records: invalid }
-      }).pipe(Effect.withSpan("TaskStore.check"))
+      }).pipe(Effect.withSpan("TaskStore.check")),
+      workers
     }
     return store
   })

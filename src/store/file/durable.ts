@@ -56,14 +56,38 @@ export const writeDurable = (
   path: string,
   tempName: string,
   bytes: Uint8Array
+): Effect.Effect<void, StorageError> =>
+  Effect.zipRight(
+    replaceWhole(fs, paths, path, tempName, bytes, true),
+    syncDirectory(fs, paths.dirname(path))
+  )
+
+/**
+ * Replace `path` atomically but not durably: readers see the old content or the new, never a
+ * part, but a machine crash may lose the change (or leave the file empty). For hints only.
+ */
+export const writeHint = (
+  fs: Files,
+  paths: Paths,
+  path: string,
+  tempName: string,
+  bytes: Uint8Array
+): Effect.Effect<void, StorageError> => replaceWhole(fs, paths, path, tempName, bytes, false)
+
+/** Write a temp file beside `path` (fsynced when `sync`) and rename it over `path`. */
+const replaceWhole = (
+  fs: Files,
+  paths: Paths,
+  path: string,
+  tempName: string,
+  bytes: Uint8Array,
+  sync: boolean
 ): Effect.Effect<void, StorageError> => {
-  const dir = paths.dirname(path)
-  const temp = paths.join(dir, tempName)
-  return writeNew(fs, temp, bytes, true).pipe(
+  const temp = paths.join(paths.dirname(path), tempName)
+  return writeNew(fs, temp, bytes, sync).pipe(
     Effect.mapError(toStorageError("write", temp)),
     Effect.zipRight(fs.rename(temp, path).pipe(Effect.mapError(toStorageError("rename", path)))),
-    Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)),
-    Effect.zipRight(syncDirectory(fs, dir))
+    Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore))
   )
 }
 

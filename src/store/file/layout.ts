@@ -8,6 +8,7 @@
  *   <root>/index/queued/<ms>-<task_id>   empty marker: may be queued (names sort oldest first)
  *   <root>/index/running/<task_id>       empty marker: may be running
  *   <root>/locks/<key>                   short-lived lock files
+ *   <root>/workers/<instance>.json       a watching worker's last heartbeat (a hint, not fsynced)
  */
 import type { Path } from "@effect/platform"
 import type { TaskId } from "../../domain/ids.js"
@@ -23,6 +24,7 @@ export interface Layout {
   readonly queued: string
   readonly running: string
   readonly locks: string
+  readonly workers: string
   readonly record: (taskId: TaskId) => string
   readonly queuedMarker: (record: TaskRecord) => string
   readonly runningMarker: (taskId: TaskId) => string
@@ -40,6 +42,7 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
     queued,
     running,
     locks: path.join(root, "locks"),
+    workers: path.join(root, "workers"),
     record: (taskId) => path.join(tasks, `${taskId}.json`),
     queuedMarker: (record) => path.join(queued, queuedMarkerName(record)),
     runningMarker: (taskId) => path.join(running, taskId)
@@ -53,6 +56,12 @@ export const queuedMarkerName = (record: TaskRecord): string =>
 export const taskIdOfQueuedMarker = (name: string): TaskId | undefined => {
   const taskId = name.slice(16)
   return name.length === 16 + 64 && name[15] === "-" && isTaskId(taskId) ? taskId : undefined
+}
+
+/** The instance named by `workers/<instance>.json`, or undefined for any other name. */
+export const instanceOfWorkerFile = (name: string): string | undefined => {
+  const match = /^([0-9a-f]{32})\.json$/.exec(name)
+  return match?.[1]
 }
 
 export const taskIdOfRecordFile = (name: string): TaskId | undefined => {

@@ -4,14 +4,17 @@
  * lives as long as their process.
  */
 import { Clock, Effect, Either, PubSub, Ref, Stream } from "effect"
+import { timeMillis } from "../../domain/time.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
 import type { TaskRecord } from "../../domain/Task.js"
 import { submissionOrder, toReceipt, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
+import type { WorkerPresence } from "../../domain/worker.js"
+import { presenceOrder } from "../../domain/worker.js"
 import { Host } from "../../services/Host.js"
-import type { TaskStoreShape } from "../../services/TaskStore.js"
+import type { TaskStoreShape, WorkerRegistry } from "../../services/TaskStore.js"
 import { emptyStateCounts, pageOf, readiness, transitionOperations } from "../shared.js"
 
 export interface MemoryStoreOptions {
@@ -58,6 +61,23 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         Effect.tap(() => PubSub.publish(changes, taskId)),
         Effect.flatMap((either) => either)
       )
+
+    const presences = yield* Ref.make(new Map<string, WorkerPresence>())
+    const workers: WorkerRegistry = {
+      announce: (presence) => Ref.update(presences, (map) => new Map(map).set(presence.instance, presence)),
+      retire: (instance) =>
+        Ref.update(presences, (map) => {
+          const next = new Map(map)
+          next.delete(instance)
+          return next
+        }),
+      list: Effect.map(Ref.get(presences), (map) => [...map.values()].sort(presenceOrder)),
+      prune: (expiredBefore) =>
+        Ref.modify(presences, (map) => {
+          const kept = [...map].filter(([, presence]) => timeMillis(presence.expires_at) >= expiredBefore)
+          return [map.size - kept.length, new Map(kept)] as const
+        })
+    }
 
     const store: TaskStoreShape = {
       ...transitionOperations(host, update),
@@ -109,7 +129,8 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         const states = emptyStateCounts()
         for (const record of map.values()) states[record.state] += 1
         return { records: map.size, states, invalid_records: [] }
-      })
+      }),
+      workers
     }
     return store
   })

@@ -39,6 +39,7 @@ import type { Row } from "./rows.js"
 import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
 import { noticeHub } from "./notices.js"
+import { pgWorkerRegistry } from "./workers.js"
 import type { PgTarget } from "./target.js"
 import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
 
@@ -261,7 +262,10 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         const states = emptyStateCounts()
         for (const record of records) states[record.state] += 1
         return { records: rows.length, states, invalid_records: invalid }
-      }).pipe(Effect.withSpan("TaskStore.check"))
+      }).pipe(Effect.withSpan("TaskStore.check")),
+      workers: pgWorkerRegistry(target, (operation, query) =>
+        Effect.flatMap(open, ({ sql }) => retrying(operation, query(sql)))
+      )
     }
     return store
   })

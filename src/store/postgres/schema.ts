@@ -43,6 +43,18 @@ const migrations = (schema: string) => ({
       ],
       { discard: true }
     )
+  ),
+  // The watching workers' last heartbeats (domain/worker.ts), one row per running instance.
+  "2_workers": Effect.flatMap(
+    SqlClient,
+    (sql) => sql`CREATE TABLE ${sql(`${schema}.workers`)} (
+      queue text COLLATE "C" NOT NULL REFERENCES ${sql(`${schema}.queues`)} (name),
+      instance text COLLATE "C" NOT NULL,
+      worker_id text NOT NULL,
+      expires_at text COLLATE "C" NOT NULL,
+      presence text NOT NULL,
+      PRIMARY KEY (queue, instance)
+    )`
   )
 })
 

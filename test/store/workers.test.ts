@@ -1,0 +1,134 @@
+/**
+ * The worker registry beyond the contract: what each store does with entries it did not write
+ * whole (damaged, foreign, half-written), and the file store's files and modes.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { isoTime } from "../../src/domain/time.js"
+import type { WorkerPresence } from "../../src/domain/worker.js"
+import { pgAvailable, pgQuery, pgStoreAt, scopedSchema } from "../support/pg.js"
+import { fileStoreAt, tempDir } from "../support/stores.js"
+
+const presence = (digit: string, workerId: string, seenAt: number): WorkerPresence => ({
+  instance: digit.repeat(32),
+  worker_id: workerId,
+  hostname: "box",
+  pid: 100,
+  version: "0.1.0",
+  status: "watching",
+  started_at: isoTime(0),
+  seen_at: isoTime(seenAt),
+  expires_at: isoTime(seenAt + 15_000),
+  concurrency: 2,
+  running: 1
+})
+
+describe("file store: workers/<instance>.json", () => {
+  it.scopedLive("an entry is one whole JSON file, mode 0600, with no temp file left beside it", () =>
+    Effect.gen(function* () {
+      const root = yield* tempDir
+      const store = yield* fileStoreAt(root)
+      const entry = presence("a", "w1", 1_000)
+      yield* store.workers.announce(entry)
+      yield* store.workers.announce({ ...entry, running: 2 })
+      const dir = join(root, "workers")
+      assert.deepStrictEqual(readdirSync(dir), [`${"a".repeat(32)}.json`])
+      assert.strictEqual(statSync(dir).mode & 0o777, 0o700)
+      const file = join(dir, `${"a".repeat(32)}.json`)
+      assert.strictEqual(statSync(file).mode & 0o777, 0o600)
+      assert.deepStrictEqual(JSON.parse(readFileSync(file, "utf8")), { ...entry, running: 2 })
+      yield* store.workers.retire(entry.instance)
+      assert.deepStrictEqual(readdirSync(dir), [])
+    })
+  )
+
+  it.scopedLive(
+    "damaged, misfiled and half-written entries are never listed; prune removes them and dead writers' temp files",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        // Our own pid is alive (Host.layerTest): its temp file may be a heartbeat being written.
+        const store = yield* fileStoreAt(root, { pid: 4242 })
+        const good = presence("a", "w1", 100_000)
+        yield* store.workers.announce(good)
+        const dir = join(root, "workers")
+        const damaged = `${"b".repeat(32)}.json`
+        const misfiled = `${"c".repeat(32)}.json`
+        writeFileSync(join(dir, damaged), "") // what a crash may leave of a rename never fsynced
+        writeFileSync(join(dir, misfiled), JSON.stringify(presence("d", "w2", 100_000)))
+        writeFileSync(join(dir, "notes.txt"), "not ours")
+        writeFileSync(join(dir, ".tmp-999999-abc"), "{")
+        writeFileSync(join(dir, ".tmp-4242-abc"), "{")
+        assert.deepStrictEqual(yield* store.workers.list, [good])
+        assert.strictEqual(yield* store.workers.prune(0), 2, "the damaged and the misfiled entries")
+        assert.deepStrictEqual(readdirSync(dir).sort(), [
+          ".tmp-4242-abc",
+          `${"a".repeat(32)}.json`,
+          "notes.txt"
+        ])
+        assert.deepStrictEqual(yield* store.workers.list, [good])
+      })
+  )
+
+  it.scopedLive("a root that never had a worker lists none, and creates nothing to say so", () =>
+    Effect.gen(function* () {
+      const root = yield* tempDir
+      const store = yield* fileStoreAt(root)
+      assert.deepStrictEqual(yield* store.workers.list, [])
+      assert.isFalse(existsSync(join(root, "workers")))
+      // A retirement with nothing to retire is quiet too.
+      yield* store.workers.retire("a".repeat(32))
+      mkdirSync(join(root, "workers", "nested"), { recursive: true })
+      assert.deepStrictEqual(yield* store.workers.list, [], "a directory inside is not an entry")
+    })
+  )
+})
+
+describe.skipIf(!pgAvailable)("PostgreSQL: the workers table", () => {
+  it.scopedLive("a row that does not decode is never listed, and prune removes it", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const store = yield* pgStoreAt(schema)
+      const good = presence("a", "w1", 100_000)
+      yield* store.workers.announce(good)
+      yield* Effect.promise(() =>
+        pgQuery(
+          `INSERT INTO "${schema}".workers (queue, instance, worker_id, expires_at, presence)
+           VALUES ('default', $1, 'w2', '9999-01-01T00:00:00.000Z', '{"not":"a presence"}'),
+                  ('default', $2, 'w3', '9999-01-01T00:00:00.000Z', $3)`,
+          ["b".repeat(32), "c".repeat(32), JSON.stringify(presence("d", "w3", 100_000))]
+        )
+      )
+      assert.deepStrictEqual(yield* store.workers.list, [good])
+      assert.strictEqual(yield* store.workers.prune(0), 2)
+      const rows = yield* Effect.promise(() =>
+        pgQuery<{ readonly instance: string }>(`SELECT instance FROM "${schema}".workers ORDER BY instance`)
+      )
+      assert.deepStrictEqual(
+        rows.map((row) => row.instance),
+        [good.instance]
+      )
+    })
+  )
+
+  it.scopedLive("each queue has its own workers", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const a = yield* pgStoreAt(schema, {}, "a")
+      const b = yield* pgStoreAt(schema, {}, "b")
+      yield* a.workers.announce(presence("a", "on-a", 1_000))
+      yield* b.workers.announce(presence("b", "on-b", 1_000))
+      assert.deepStrictEqual(
+        (yield* a.workers.list).map((entry) => entry.worker_id),
+        ["on-a"]
+      )
+      assert.strictEqual(yield* a.workers.prune(1e12), 1)
+      assert.deepStrictEqual(
+        (yield* b.workers.list).map((entry) => entry.worker_id),
+        ["on-b"]
+      )
+    })
+  )
+})
