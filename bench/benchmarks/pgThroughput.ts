@@ -20,7 +20,12 @@ import { randomUUID } from "node:crypto"
 import { ClientRequestId, Host, Provider, Shutdown, TaskStore } from "../../src/index.js"
 import { DefaultCancelPollMillis } from "../../src/worker/attempt.js"
 import { WorkerOutput } from "../../src/worker/events.js"
-import { DefaultGraceMillis, DefaultPollMillis, runWatch } from "../../src/worker/watch.js"
+import {
+  DefaultGraceMillis,
+  DefaultHeartbeatMillis,
+  DefaultPollMillis,
+  runWatch
+} from "../../src/worker/watch.js"
 import { DefaultRetryPolicy } from "../../src/domain/Task.js"
 import type { Benchmark, Figures } from "../harness.js"
 import { benchPgUrl, withPg } from "../postgres.js"
@@ -108,7 +113,8 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
         maxPerProvider: new Map(),
         pollMillis: DefaultPollMillis,
         graceMillis: DefaultGraceMillis,
-        cancelPollMillis: DefaultCancelPollMillis
+        cancelPollMillis: DefaultCancelPollMillis,
+        heartbeatMillis: DefaultHeartbeatMillis
       })
     )
     await untilFinished(

@@ -1,6 +1,7 @@
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Effect, Layer, Option } from "effect"
 import { InvalidInput } from "../domain/errors.js"
+import { MaxWorkerIdLength } from "../domain/worker.js"
 import type { RetryPolicy } from "../domain/Task.js"
 import { DefaultRetryPolicy } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
@@ -8,14 +9,29 @@ import { Provider } from "../services/Provider.js"
 import { DefaultCancelPollMillis } from "../worker/attempt.js"
 import { WorkerOutput } from "../worker/events.js"
 import { DefaultLeaseMillis, runPass } from "../worker/pass.js"
-import { DefaultConcurrency, DefaultGraceMillis, DefaultPollMillis, runWatch } from "../worker/watch.js"
+import {
+  DefaultConcurrency,
+  DefaultGraceMillis,
+  DefaultHeartbeatMillis,
+  DefaultPollMillis,
+  runWatch
+} from "../worker/watch.js"
 import { duration, resolveRoot, storeLayer, storeOptions } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
 import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
 
 const workerId = Options.text("worker-id").pipe(
-  Options.withDescription("Names this worker in leases (default: host:pid)"),
+  Options.mapEffect((text) =>
+    text.length >= 1 && text.length <= MaxWorkerIdLength
+      ? Effect.succeed(text)
+      : Effect.fail(
+          ValidationError.invalidValue(
+            HelpDoc.p(`--worker-id: must be 1 to ${MaxWorkerIdLength} characters, not ${text.length}`)
+          )
+        )
+  ),
+  Options.withDescription("Names this worker in leases and in the worker registry (default: host:pid)"),
   Options.optional
 )
 const lease = duration("lease", `${DefaultLeaseMillis / 1000}s`).pipe(
@@ -157,7 +173,8 @@ export const worker = Command.make(
         maxPerProvider: caps,
         pollMillis: args.poll,
         graceMillis: args.grace,
-        cancelPollMillis: DefaultCancelPollMillis
+        cancelPollMillis: DefaultCancelPollMillis,
+        heartbeatMillis: DefaultHeartbeatMillis
       }).pipe(
         Effect.provide(WorkerOutput.layerStderr(args.logFormat)),
         args.logFormat === "json" ? WorkerOutput.jsonLogs : (effect) => effect

@@ -48,6 +48,10 @@ export type WorkerEvent =
       readonly grace_ms: number
     }
   | { readonly event: "storage_error"; readonly message: string }
+  /** The worker could not write its heartbeat to the worker registry (it keeps working). */
+  | { readonly event: "heartbeat_failed"; readonly message: string }
+  /** Its heartbeat was written again after failing. */
+  | { readonly event: "heartbeat_restored" }
   /** A warning or error logged while the worker ran, in the same stream as the events. */
   | { readonly event: "log"; readonly level: string; readonly message: string }
   | {
@@ -91,6 +95,10 @@ export const describeEvent = (event: WorkerEvent): string => {
       return `stopping (${event.reason}): ${event.running} running, up to ${event.grace_ms} ms to finish`
     case "storage_error":
       return `storage error, no more claims: ${event.message}`
+    case "heartbeat_failed":
+      return `heartbeat not recorded in the worker registry (still working): ${event.message}`
+    case "heartbeat_restored":
+      return "heartbeat recorded again"
     case "log":
       return `${event.level.toLowerCase()}: ${event.message}`
     case "stopped":

@@ -174,7 +174,9 @@ describe("storage faults under a watching worker (requirement 13)", () => {
             maxPerProvider: new Map(),
             pollMillis: 60_000,
             graceMillis: 10_000,
-            cancelPollMillis: 60_000
+            cancelPollMillis: 60_000,
+            // Only the first heartbeat, before the fault is armed: the cases count the writes after it.
+            heartbeatMillis: 600_000
           }).pipe(
             Effect.provide(
               Layer.mergeAll(

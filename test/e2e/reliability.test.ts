@@ -732,7 +732,9 @@ const badFlags: ReadonlyArray<{
     afterParsing: true
   },
   { flag: "--log-format", args: ["--log-format", "xml"] },
-  { flag: "--grace", args: ["--grace", "nonsense"] }
+  { flag: "--grace", args: ["--grace", "nonsense"] },
+  { flag: "--worker-id", args: ["--worker-id", ""] },
+  { flag: "--worker-id", args: ["--worker-id", "w".repeat(257)] }
 ]
 
 describe("relaykeep worker: bad flags", { timeout: 300_000 }, () => {

@@ -23,7 +23,7 @@ import {
   TestClock,
   TestServices
 } from "effect"
-import { ProviderFailed, ProviderTimeout } from "../../src/domain/errors.js"
+import { ProviderFailed, ProviderTimeout, StorageError } from "../../src/domain/errors.js"
 import { ClientRequestId, TaskId } from "../../src/domain/ids.js"
 import { providerOfPayload } from "../../src/domain/provider.js"
 import type { JsonObject, Receipt, RetryPolicy } from "../../src/domain/Task.js"
@@ -32,6 +32,10 @@ import { Provider } from "../../src/services/Provider.js"
 import type { ProviderError, ProviderResult, ProviderTask } from "../../src/services/Provider.js"
 import { Shutdown } from "../../src/services/Shutdown.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
+import type { WorkerRegistry } from "../../src/services/TaskStore.js"
+import { isoTime } from "../../src/domain/time.js"
+import type { WorkerPresence } from "../../src/domain/worker.js"
+import { Version } from "../../src/version.js"
 import type { LogFormat, WorkerStatus } from "../../src/worker/events.js"
 import { describeEvent, describeStatus, WorkerOutput } from "../../src/worker/events.js"
 import type { WatchOptions, WatchSummary } from "../../src/worker/watch.js"
@@ -49,7 +53,8 @@ const defaults: WatchOptions = {
   maxPerProvider: new Map(),
   pollMillis: 60_000,
   graceMillis: 30_000,
-  cancelPollMillis: 60_000
+  cancelPollMillis: 60_000,
+  heartbeatMillis: 10_000
 }
 const ClearLine = "\r\u001b[2K"
 const taskT = TaskId.make("a".repeat(64))
@@ -111,6 +116,8 @@ const EventLine = Schema.Union(
     grace_ms: Schema.Number
   }),
   Schema.Struct({ time: Time, event: Schema.Literal("storage_error"), message: Schema.String }),
+  Schema.Struct({ time: Time, event: Schema.Literal("heartbeat_failed"), message: Schema.String }),
+  Schema.Struct({ time: Time, event: Schema.Literal("heartbeat_restored") }),
   Schema.Struct({
     time: Time,
     event: Schema.Literal("stopped"),
@@ -149,6 +156,8 @@ interface WorldOptions {
   readonly storeHost?: HostOptions
   readonly host?: HostOptions
   readonly format?: LogFormat
+  /** Wraps the memory store's worker registry (to make it fail, say). */
+  readonly registry?: (inner: WorkerRegistry) => WorkerRegistry
 }
 
 /**
@@ -213,7 +222,16 @@ const makeWorld = (options: WorldOptions = {}) =>
     })
     const context = yield* Layer.build(
       Layer.mergeAll(
-        TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest(options.storeHost ?? host))),
+        TaskStore.layerMemory().pipe(
+          Layer.provide(Host.layerTest(options.storeHost ?? host)),
+          Layer.map((built) => {
+            const inner = Context.get(built, TaskStore)
+            const wrap = options.registry
+            return wrap === undefined
+              ? built
+              : Context.make(TaskStore, { ...inner, workers: wrap(inner.workers) })
+          })
+        ),
         Provider.layerTest(run),
         Shutdown.layerManual,
         Layer.succeed(WorkerOutput, output),
@@ -655,6 +673,164 @@ describe("runWatch shutdown", () => {
       const [stopped] = yield* world.eventsOf("stopped")
       assert.strictEqual(stopped?.reason, "forced")
     })
+  )
+})
+
+describe("runWatch worker registry", () => {
+  const entries = (world: World) => world.store.workers.list
+
+  scoped(
+    "an idle worker is listed from its start, renews its heartbeat, shows stopping in its grace, and is gone once stopped",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* makeWorld({ gated: true })
+        const fiber = yield* world.start({ concurrency: 2, heartbeatMillis: 10_000 })
+        yield* eventually(
+          "the first heartbeat",
+          Effect.map(entries(world), (all) => all.length === 1)
+        )
+        const [first] = yield* entries(world)
+        const { instance, ...described } = first ?? assert.fail("no entry")
+        assert.match(instance, /^[0-9a-f]{32}$/)
+        assert.deepStrictEqual(described, {
+          worker_id: "watcher",
+          hostname: "here",
+          pid: 100,
+          version: Version,
+          status: "watching",
+          started_at: isoTime(0),
+          seen_at: isoTime(0),
+          expires_at: isoTime(30_000),
+          concurrency: 2,
+          running: 0
+        })
+
+        // A task runs; the next heartbeat says so.
+        yield* world.submit("one")
+        yield* eventually(
+          "one run",
+          Effect.map(world.running, (n) => n === 1)
+        )
+        yield* TestClock.adjust(Duration.millis(10_000))
+        yield* eventually(
+          "the heartbeat after 10 s",
+          Effect.map(entries(world), (all) => all[0]?.seen_at !== isoTime(0))
+        )
+        const [renewed] = yield* entries(world)
+        const seen = Date.parse(renewed?.seen_at ?? "")
+        assert.isAtLeast(seen, 10_000, "renewed by the timer, not before")
+        assert.deepStrictEqual(
+          [renewed?.instance, renewed?.running, renewed?.expires_at, renewed?.started_at],
+          [instance, 1, isoTime(seen + 30_000), isoTime(0)]
+        )
+
+        // Stopping: said at once, and kept up while the attempt finishes.
+        yield* world.shutdown.signal("SIGTERM")
+        yield* eventually(
+          "a stopping entry",
+          Effect.map(entries(world), (all) => all[0]?.status === "stopping")
+        )
+        assert.strictEqual((yield* entries(world))[0]?.running, 1)
+        yield* world.openGate
+        yield* joinWithin(fiber, "the watch")
+        assert.deepStrictEqual(yield* entries(world), [], "retired when it stopped")
+      })
+  )
+
+  scoped("a watch interrupted from outside (no stop signal) still removes its entry", () =>
+    Effect.gen(function* () {
+      const world = yield* makeWorld()
+      const fiber = yield* world.start()
+      yield* eventually(
+        "the first heartbeat",
+        Effect.map(entries(world), (all) => all.length === 1)
+      )
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(yield* entries(world), [])
+    })
+  )
+
+  scoped("a start prunes the entries of workers silent for over an hour, and keeps the rest", () =>
+    Effect.gen(function* () {
+      const world = yield* makeWorld()
+      yield* TestClock.adjust(Duration.hours(2))
+      const silent = (digit: string, seenAt: number): WorkerPresence => ({
+        instance: digit.repeat(32),
+        worker_id: `killed-${digit}`,
+        hostname: "elsewhere",
+        pid: 7,
+        version: Version,
+        status: "watching",
+        started_at: isoTime(0),
+        seen_at: isoTime(seenAt),
+        expires_at: isoTime(seenAt + 15_000),
+        concurrency: 1,
+        running: 0
+      })
+      const old = silent("a", 30 * 60_000) // late since 00:30, pruned after 01:30
+      const recent = silent("b", 90 * 60_000) // late since 01:30, kept until 02:30
+      yield* world.store.workers.announce(old)
+      yield* world.store.workers.announce(recent)
+      const fiber = yield* world.start()
+      yield* eventually(
+        "the worker's own entry",
+        Effect.map(entries(world), (all) => all.some((entry) => entry.worker_id === "watcher"))
+      )
+      assert.deepStrictEqual(
+        (yield* entries(world)).map((entry) => entry.worker_id),
+        ["killed-b", "watcher"]
+      )
+      yield* stopWith(world, fiber)
+      assert.deepStrictEqual(yield* entries(world), [recent])
+    })
+  )
+
+  scoped(
+    "a registry that fails: one heartbeat_failed event, tasks still run, and heartbeat_restored after",
+    () =>
+      Effect.gen(function* () {
+        const failing = yield* Ref.make(true)
+        const refused = new StorageError({
+          operation: "write",
+          path: "/registry",
+          reason: "disk full (injected)"
+        })
+        const world = yield* makeWorld({
+          registry: (inner) => ({
+            ...inner,
+            announce: (presence) =>
+              Effect.flatMap(Ref.get(failing), (fails) =>
+                fails ? Effect.fail(refused) : inner.announce(presence)
+              )
+          })
+        })
+        const receipt = yield* world.submit("runs anyway")
+        const fiber = yield* world.start({ heartbeatMillis: 10_000 })
+        yield* eventually(
+          "the task complete",
+          Effect.map(world.read(receipt), (view) => view.state === "complete")
+        )
+        yield* TestClock.adjust(Duration.millis(10_000))
+        yield* TestClock.adjust(Duration.millis(10_000))
+        yield* Ref.set(failing, false)
+        yield* TestClock.adjust(Duration.millis(10_000))
+        yield* eventually(
+          "heartbeat_restored",
+          Effect.map(world.countOf("heartbeat_restored"), (n) => n === 1)
+        )
+        const failed = yield* world.eventsOf("heartbeat_failed")
+        assert.deepStrictEqual(
+          failed.map((event) => event.message),
+          [refused.message],
+          "said once, not at every heartbeat"
+        )
+        assert.deepStrictEqual(
+          (yield* entries(world)).map((entry) => entry.worker_id),
+          ["watcher"]
+        )
+        yield* stopWith(world, fiber)
+        assert.deepStrictEqual(yield* entries(world), [])
+      })
   )
 })
 
