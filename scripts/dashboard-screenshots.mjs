@@ -1,7 +1,9 @@
 // Take the screenshots of docs/dashboard.md: a temp data root with a few tasks (echo tasks run by
 // one worker pass, a Claude task that fails for want of a `claude` executable, two left queued),
 // the built `relaykeep dashboard` on it, and Chromium (RELAYKEEP_TEST_CHROMIUM, else
-// /usr/bin/chromium). Run `npm run build` first. Writes docs/images/dashboard-*.png.
+// /usr/bin/chromium). For the health view, two watching workers: one killed (late once its
+// heartbeat is 15 s overdue) and one idle. Run `npm run build` first. Writes
+// docs/images/dashboard-*.png.
 import { spawn, spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -45,6 +47,7 @@ for (let waited = 0; url === null; waited += 100) {
 }
 
 const browser = await chromium.launch({ executablePath })
+let watcher = null
 try {
   const shoot = async (name, options, action) => {
     const context = await browser.newContext(options)
@@ -65,10 +68,6 @@ try {
     await page.getByRole("heading", { name: /^Task / }).waitFor()
     await page.locator("ol.timeline").waitFor()
   })
-  await shoot("health", { ...light, viewport: { width: 960, height: 900 } }, async (page) => {
-    await page.getByRole("link", { name: "Health" }).click()
-    await page.locator("figure.chart-figure").waitFor()
-  })
   await shoot("submit", light, async (page) => {
     await page.getByRole("link", { name: "Submit" }).click()
     await page.getByLabel("Payload (a JSON object)").fill('["a list is not an object"]')
@@ -76,8 +75,27 @@ try {
     await page.getByRole("alert").waitFor()
   })
   await shoot("narrow-dark", { viewport: { width: 390, height: 700 }, colorScheme: "dark" }, async () => {})
+
+  const watch = (id) =>
+    spawn(process.execPath, [bin, "worker", "--watch", "--root", root, "--worker-id", id], {
+      env,
+      stdio: "ignore"
+    })
+  const killed = watch("build-box-2")
+  await after(2_000)
+  killed.kill("SIGKILL")
+  await after(16_000)
+  watcher = watch("laptop")
+  await after(2_000)
+  await shoot("health", { ...light, viewport: { width: 960, height: 1000 } }, async (page) => {
+    await page.getByRole("link", { name: "Health" }).click()
+    await page.locator("figure.chart-figure").waitFor()
+    await page.locator("li.worker .badge", { hasText: "late" }).waitFor()
+    await page.locator("li.worker .badge", { hasText: "watching" }).waitFor()
+  })
 } finally {
   await browser.close()
+  watcher?.kill("SIGTERM")
   dashboard.kill("SIGTERM")
   rmSync(dir, { recursive: true, force: true })
 }

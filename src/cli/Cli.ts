@@ -13,6 +13,7 @@ import { recover } from "./recover.js"
 import { submit } from "./submit.js"
 import { tasks } from "./tasks.js"
 import { worker } from "./worker.js"
+import { workers } from "./workers.js"
 import { Version } from "../version.js"
 
 export const relaykeep = Command.make("relaykeep").pipe(
@@ -22,6 +23,7 @@ export const relaykeep = Command.make("relaykeep").pipe(
     read,
     cancel,
     worker,
+    workers,
     recover,
     list,
     check,

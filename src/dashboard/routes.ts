@@ -18,6 +18,7 @@ import { MaxListLimit } from "../store/shared.js"
 import { Version } from "../version.js"
 import { readJsonBody } from "./guards.js"
 import { statsOf } from "./stats.js"
+import { currentWorkers } from "../worker/registry.js"
 
 /** What health says about the store: never a URL, so never a password. */
 export type StoreInfo =
@@ -78,33 +79,8 @@ export const apiRoutes = (options: RouteOptions) =>
     const host = yield* Host
 
     const health = Effect.gen(function* () {
-      const [report, live] = yield* Effect.all([store.check, store.live], { concurrency: 2 })
-      const workers = new Map<
-        string,
-        { worker_id: string; running: Array<string>; lease_expires_at: string }
-      >()
-      for (const record of live.running) {
-        if (record.lease === null) continue
-        const known = workers.get(record.lease.worker_id)
-        if (known === undefined)
-          workers.set(record.lease.worker_id, {
-            worker_id: record.lease.worker_id,
-            running: [record.task_id],
-            lease_expires_at: record.lease.expires_at
-          })
-        else {
-          known.running.push(record.task_id)
-          if (record.lease.expires_at > known.lease_expires_at)
-            known.lease_expires_at = record.lease.expires_at
-        }
-      }
-      return json({
-        status: "ok",
-        version: Version,
-        store: options.store,
-        counts: report.states,
-        workers: [...workers.values()]
-      })
+      const [report, workers] = yield* Effect.all([store.check, currentWorkers], { concurrency: 2 })
+      return json({ status: "ok", version: Version, store: options.store, counts: report.states, workers })
     })
 
     const listTasks = Effect.gen(function* () {

@@ -17,7 +17,8 @@ import { ensureToken } from "../../src/dashboard/token.js"
 import { serveDashboard } from "../../src/dashboard/server.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
-import { CancelOutcome, Receipt, TaskRecord, TaskSummary } from "../../src/domain/Task.js"
+import { CancelOutcome, isoTime, Receipt, TaskRecord, TaskSummary } from "../../src/domain/Task.js"
+import type { WorkerPresence } from "../../src/domain/worker.js"
 import { AuditLog } from "../../src/mcp/AuditLog.js"
 import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
@@ -45,8 +46,17 @@ const HealthReply = json(
     workers: Schema.Array(
       Schema.Struct({
         worker_id: Schema.String,
+        instance: Schema.NullOr(Schema.String),
+        hostname: Schema.String,
+        pid: Schema.Int,
+        state: Schema.Literal("watching", "stopping", "late", "unannounced"),
+        version: Schema.NullOr(Schema.String),
+        started_at: Schema.NullOr(Schema.String),
+        last_heartbeat_at: Schema.NullOr(Schema.String),
+        heartbeat_expires_at: Schema.NullOr(Schema.String),
+        concurrency: Schema.NullOr(Schema.Int),
         running: Schema.Array(Schema.String),
-        lease_expires_at: Schema.String
+        lease_expires_at: Schema.NullOr(Schema.String)
       })
     )
   })
@@ -456,24 +466,96 @@ describe("dashboard API: routes", () => {
     )
   )
 
-  it.live("health: minimal without a token; with it, store, counts and workers from running leases", () =>
-    withDashboard(({ call, bearer, store, root }) =>
-      Effect.gen(function* () {
-        const anonymous = yield* call("/api/health")
-        assert.strictEqual(anonymous.status, 200)
-        assert.deepStrictEqual(JSON.parse(anonymous.body), { status: "ok", version: "0.1.0" })
-        const a = yield* store.submit({ clientRequestId: ClientRequestId.make("a"), payload: {} })
-        yield* store.submit({ clientRequestId: ClientRequestId.make("b"), payload: {} })
-        yield* store.claim(a.task_id, { workerId: "worker-1", leaseMillis: 60_000 })
-        const health = HealthReply((yield* call("/api/health", { headers: bearer })).body)
-        assert.deepStrictEqual(health.store, { kind: "file", root })
-        assert.deepStrictEqual(health.counts, { queued: 1, running: 1, complete: 0, failed: 0, cancelled: 0 })
-        assert.deepStrictEqual(
-          health.workers.map((w) => [w.worker_id, w.running]),
-          [["worker-1", [a.task_id]]]
-        )
-      })
-    )
+  it.live(
+    "health: minimal without a token; with it, store, counts, and workers from the registry and the leases",
+    () =>
+      withDashboard(({ call, bearer, store, root }) =>
+        Effect.gen(function* () {
+          const anonymous = yield* call("/api/health")
+          assert.strictEqual(anonymous.status, 200)
+          assert.deepStrictEqual(JSON.parse(anonymous.body), { status: "ok", version: "0.1.0" })
+          const a = yield* store.submit({ clientRequestId: ClientRequestId.make("a"), payload: {} })
+          const b = yield* store.submit({ clientRequestId: ClientRequestId.make("b"), payload: {} })
+          yield* store.submit({ clientRequestId: ClientRequestId.make("c"), payload: {} })
+          const now = Date.now()
+          const entry = (
+            digit: string,
+            workerId: string,
+            seenAt: number,
+            extra: Partial<WorkerPresence> = {}
+          ) => ({
+            instance: digit.repeat(32),
+            worker_id: workerId,
+            hostname: "box",
+            pid: 1,
+            version: "0.1.0",
+            status: "watching" as const,
+            started_at: isoTime(seenAt - 1_000),
+            seen_at: isoTime(seenAt),
+            expires_at: isoTime(seenAt + 15_000),
+            concurrency: 2,
+            running: 0,
+            ...extra
+          })
+          // An idle watcher, one killed a minute ago, one running a task, and a one-shot pass.
+          const idle = entry("a", "idle", now)
+          const gone = entry("b", "gone", now - 60_000)
+          const claimed = yield* store.claim(a.task_id, { workerId: "busy", leaseMillis: 60_000 })
+          const lease = Option.getOrThrow(claimed).lease
+          const busy = entry("c", "busy", now, { hostname: lease.host, pid: lease.pid, running: 1 })
+          yield* Effect.forEach([idle, gone, busy], store.workers.announce, { discard: true })
+          const pass = Option.getOrThrow(
+            yield* store.claim(b.task_id, { workerId: "pass-1", leaseMillis: 60_000 })
+          )
+
+          const health = HealthReply((yield* call("/api/health", { headers: bearer })).body)
+          assert.deepStrictEqual(health.store, { kind: "file", root })
+          assert.deepStrictEqual(health.counts, {
+            queued: 1,
+            running: 2,
+            complete: 0,
+            failed: 0,
+            cancelled: 0
+          })
+          const registered = (
+            presence: WorkerPresence,
+            state: "watching" | "late",
+            running: ReadonlyArray<string>
+          ) => ({
+            worker_id: presence.worker_id,
+            instance: presence.instance,
+            hostname: presence.hostname,
+            pid: presence.pid,
+            state,
+            version: "0.1.0",
+            started_at: presence.started_at,
+            last_heartbeat_at: presence.seen_at,
+            heartbeat_expires_at: presence.expires_at,
+            concurrency: 2,
+            running,
+            lease_expires_at: running.length > 0 ? lease.expires_at : null
+          })
+          assert.deepStrictEqual(health.workers, [
+            registered(busy, "watching", [a.task_id]),
+            registered(gone, "late", []),
+            registered(idle, "watching", []),
+            {
+              worker_id: "pass-1",
+              instance: null,
+              hostname: pass.lease.host,
+              pid: pass.lease.pid,
+              state: "unannounced",
+              version: null,
+              started_at: null,
+              last_heartbeat_at: null,
+              heartbeat_expires_at: null,
+              concurrency: null,
+              running: [b.task_id],
+              lease_expires_at: pass.lease.expires_at
+            }
+          ])
+        })
+      )
   )
 
   it.live(

@@ -237,8 +237,23 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     await page.getByRole("link", { name: "Health" }).click()
     await page.getByRole("heading", { name: "Last hour" }).waitFor({ timeout: Live })
     assert.isAbove(await page.locator("svg.chart rect").count(), 0, "bars for this hour's tasks")
-    await page.getByText("No worker holds a task right now.").waitFor()
+    // The worker of the first test stopped and took its entry with it.
+    await page
+      .getByText("No worker is watching this queue, and none holds a task.")
+      .waitFor({ timeout: Live })
+
+    // An idle watching worker shows with its heartbeat, and goes once it stops.
+    worker = start(["worker", "--watch", "--root", root, "--poll", "1s", "--worker-id", "browser-watcher"])
+    const watcher = page.locator("li.worker", { hasText: "browser-watcher" })
+    await watcher.locator(".badge", { hasText: "watching" }).waitFor({ timeout: Live })
+    assert.match((await watcher.textContent()) ?? "", /heartbeat [\d.]+ s ago/)
+    assert.include(await watcher.textContent(), "idle")
     await shoot(page, "health")
+    await stop(worker.child)
+    worker = undefined
+    await page
+      .getByText("No worker is watching this queue, and none holds a task.")
+      .waitFor({ timeout: Live })
 
     await page.getByRole("link", { name: "Audit" }).click()
     const row = page.locator("tbody tr", { hasText: "cancel_task" })

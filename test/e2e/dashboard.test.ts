@@ -19,6 +19,7 @@ import { spawnEnv } from "../support/environment.js"
 import { useTempDirs } from "../support/files.js"
 import { assertSecurityHeaders, request } from "../support/http.js"
 import { dropSchema, freshSchema, pgAvailable, pgUrl } from "../support/pg.js"
+import { waitFor } from "../support/waitFor.js"
 
 const tempDir = useTempDirs()
 
@@ -198,6 +199,91 @@ const eventForSubmit = (running: Running, prefix: string): Promise<ReadonlyArray
     req.end()
   })
 
+const WorkersOutput = Schema.Struct({
+  workers: Schema.Array(
+    Schema.Struct({
+      worker_id: Schema.String,
+      instance: Schema.NullOr(Schema.String),
+      hostname: Schema.String,
+      pid: Schema.Int,
+      state: Schema.Literal("watching", "stopping", "late", "unannounced"),
+      version: Schema.NullOr(Schema.String),
+      started_at: Schema.NullOr(Schema.String),
+      last_heartbeat_at: Schema.NullOr(Schema.String),
+      heartbeat_expires_at: Schema.NullOr(Schema.String),
+      concurrency: Schema.NullOr(Schema.Int),
+      running: Schema.Array(Schema.String),
+      lease_expires_at: Schema.NullOr(Schema.String)
+    })
+  )
+})
+const HealthWorkers = Schema.decodeUnknownSync(Schema.parseJson(WorkersOutput))
+
+/**
+ * Real `relaykeep worker --watch` processes seen through health: an idle one appears with its
+ * heartbeat and goes when it stops; one killed with SIGKILL (no chance to retire) shows as late
+ * once its heartbeat is overdue (3 × 5 s).
+ */
+const workersThroughHealth = async (running: Running, storeArgs: ReadonlyArray<string>) => {
+  const workers = async () =>
+    HealthWorkers(
+      (await request(running.port, "/api/health", { headers: { authorization: `Bearer ${running.token}` } }))
+        .body
+    ).workers
+  const stateOf = async (id: string) => (await workers()).find((worker) => worker.worker_id === id)?.state
+  const watcher = (id: string) => {
+    const child = spawn(
+      process.execPath,
+      [relaykeepBin, "worker", "--watch", ...storeArgs, "--worker-id", id],
+      {
+        env: spawnEnv(),
+        stdio: ["pipe", "pipe", "pipe"]
+      }
+    )
+    started.push(child)
+    return child
+  }
+  const exited = (child: ChildProcessWithoutNullStreams) =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve()
+      child.once("exit", () => resolve())
+    })
+
+  const idle = watcher("e2e-idle")
+  await waitFor(
+    "e2e-idle watching in health",
+    async () => ((await stateOf("e2e-idle")) === "watching" ? true : undefined),
+    60_000
+  )
+  const seen = (await workers()).find((worker) => worker.worker_id === "e2e-idle")
+  assert.strictEqual(seen?.pid, idle.pid)
+  assert.isNotNull(seen?.last_heartbeat_at ?? null)
+  // `relaykeep workers` reads the same registry.
+  const listed = jsonOutput(WorkersOutput, await relaykeep(["workers", ...storeArgs])).workers
+  assert.deepStrictEqual(
+    listed.map((worker) => [worker.worker_id, worker.pid, worker.state]),
+    [["e2e-idle", idle.pid, "watching"]]
+  )
+  idle.kill("SIGTERM")
+  await exited(idle)
+  assert.strictEqual(await stateOf("e2e-idle"), undefined, "retired as it stopped")
+
+  const killed = watcher("e2e-killed")
+  await waitFor(
+    "e2e-killed watching in health",
+    async () => ((await stateOf("e2e-killed")) === "watching" ? true : undefined),
+    60_000
+  )
+  killed.kill("SIGKILL")
+  await exited(killed)
+  assert.strictEqual(await stateOf("e2e-killed"), "watching", "not late before its heartbeat is overdue")
+  await waitFor(
+    "e2e-killed late in health",
+    async () => ((await stateOf("e2e-killed")) === "late" ? true : undefined),
+    60_000
+  )
+}
+
 describe("relaykeep dashboard (built binary)", () => {
   it(
     "prints the URL line, keeps a 0600 token across restarts, serves 127.0.0.1 only",
@@ -274,6 +360,17 @@ describe("relaykeep dashboard (built binary)", () => {
     }
   )
 
+  it(
+    "health shows real watching workers: idle, gone once stopped, late once killed",
+    { timeout: 180_000 },
+    async () => {
+      const root = path.join(tempDir(), "root")
+      const running = await startDashboard(["--root", root])
+      await workersThroughHealth(running, ["--root", root])
+      await stop(running)
+    }
+  )
+
   describe.skipIf(!pgAvailable)("on PostgreSQL", () => {
     const schemas: Array<string> = []
     afterAll(async () => {
@@ -326,5 +423,14 @@ describe("relaykeep dashboard (built binary)", () => {
         assert.strictEqual(listed.tasks.length, 1 + viaEvents.length)
       }
     )
+
+    it("health shows real watching workers of the queue", { timeout: 180_000 }, async () => {
+      const schema = freshSchema()
+      schemas.push(schema)
+      const store = ["--store", pgUrl ?? "", "--pg-schema", schema, "--queue", "dash"]
+      const running = await startDashboard(["--root", path.join(tempDir(), "root"), ...store])
+      await workersThroughHealth(running, store)
+      await stop(running)
+    })
   })
 })

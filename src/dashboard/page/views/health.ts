@@ -2,11 +2,14 @@
 import { describe, get } from "../api.js"
 import { hourlyChart } from "../chart.js"
 import { badge, h, mount, readable } from "../dom.js"
-import { shortId } from "../format.js"
+import { age, shortId, when } from "../format.js"
 import { field, isRecord, list, number, States, text } from "../json.js"
 import { debounce, onTaskChange } from "../live.js"
 import { problem } from "./view.js"
 import type { View } from "./view.js"
+
+/** How often the workers panel is read again while it is shown. */
+const HeartbeatRefreshMillis = 5_000
 
 const storeText = (store: unknown): string =>
   text(store, "kind") === "postgres"
@@ -20,24 +23,59 @@ const counts = (value: unknown): HTMLElement =>
     ...States.map((state) => h("li", {}, badge(state), " ", h("strong", {}, number(value, state) ?? 0)))
   )
 
+/** What a worker's state means, in words: the badge's colour only decorates it. */
+const workerLine = (worker: unknown): ReadonlyArray<Node | string | false> => {
+  const state = text(worker, "state")
+  const heartbeat = text(worker, "last_heartbeat_at")
+  if (state === "unannounced")
+    return ["seen through the leases it holds: a one-shot pass, or a worker that does not announce itself"]
+  if (state === "late") return [`no heartbeat since ${when(heartbeat)} (${age(heartbeat)}): stopped or stuck`]
+  return [
+    `heartbeat ${age(heartbeat)}`,
+    ` · up ${age(text(worker, "started_at")).replace(/ ago$/, "")}`,
+    ` · RelayKeep ${text(worker, "version") ?? "?"}`
+  ]
+}
+
 const workers = (entries: ReadonlyArray<unknown>): HTMLElement =>
   entries.length === 0
-    ? h("p", { class: "muted" }, "No worker holds a task right now.")
+    ? h("p", { class: "muted" }, "No worker is watching this queue, and none holds a task.")
     : h(
         "ul",
         { class: "workers" },
         ...entries.map((worker) => {
+          const running = list(worker, "running").filter((id): id is string => typeof id === "string")
+          const concurrency = number(worker, "concurrency")
           const expires = text(worker, "lease_expires_at")
           return h(
             "li",
-            {},
-            h("strong", {}, text(worker, "worker_id") ?? "?"),
-            " running ",
-            ...list(worker, "running").flatMap((id) =>
-              typeof id === "string" ? [h("a", { href: `#/task/${id}` }, shortId(id)), " "] : []
+            { class: "worker" },
+            h(
+              "div",
+              {},
+              h("strong", {}, text(worker, "worker_id") ?? "?"),
+              " ",
+              badge(text(worker, "state") ?? "?"),
+              " ",
+              h(
+                "span",
+                { class: "muted" },
+                `${text(worker, "hostname") ?? "?"} · pid ${number(worker, "pid") ?? "?"}`
+              )
             ),
-            expires !== null &&
-              h("span", { class: "muted" }, `(lease until ${new Date(expires).toLocaleTimeString()})`)
+            h("div", { class: "muted" }, ...workerLine(worker)),
+            h(
+              "div",
+              {},
+              running.length > 0
+                ? `running ${running.length}${concurrency === null ? "" : ` of ${concurrency}`}: `
+                : text(worker, "state") === "late"
+                  ? "holds no task"
+                  : `idle${concurrency === null ? "" : ` (up to ${concurrency} at once)`}`,
+              ...running.flatMap((id) => [h("a", { href: `#/task/${id}` }, shortId(id)), " "]),
+              expires !== null &&
+                h("span", { class: "muted" }, `(leases until ${new Date(expires).toLocaleTimeString()})`)
+            )
           )
         })
       )
@@ -79,7 +117,7 @@ export const healthView: View = (root) => {
       h(
         "p",
         { class: "help" },
-        "Workers seen through the leases of running tasks; idle workers do not show."
+        "Watching workers announce themselves every few seconds; one whose heartbeat is overdue shows as late."
       ),
       workers(list(body, "workers"))
     )
@@ -137,8 +175,13 @@ export const healthView: View = (root) => {
     void loadStats()
   }, 1000)
   const stopLive = onTaskChange(refresh)
+  // Heartbeats change no task, so no event says so: the panel is read again on a timer too.
+  const timer = window.setInterval(() => void loadHealth(), HeartbeatRefreshMillis)
   void loadHealth()
   void loadStats()
   void loadDoctor()
-  return stopLive
+  return () => {
+    window.clearInterval(timer)
+    stopLive()
+  }
 }

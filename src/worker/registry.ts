@@ -1,0 +1,101 @@
+/**
+ * The workers of a queue as people see them (`relaykeep workers`, the dashboard's health): the
+ * store's worker registry (each watching worker's last heartbeat) joined with the leases of
+ * running tasks, so that an idle worker shows, and so does one that holds tasks without
+ * announcing itself (a one-shot `relaykeep worker` pass, or a worker of an older version).
+ */
+import { Clock, Effect } from "effect"
+import type { TaskRecord } from "../domain/Task.js"
+import type { WorkerPresence } from "../domain/worker.js"
+import { isLate } from "../domain/worker.js"
+import { TaskStore } from "../services/TaskStore.js"
+
+export type WorkerState = "watching" | "stopping" | "late" | "unannounced"
+
+export interface WorkerView {
+  readonly worker_id: string
+  /** The registry entry's run id; null for a worker seen only through leases. */
+  readonly instance: string | null
+  readonly hostname: string
+  readonly pid: number
+  /** `late`: its heartbeat is overdue (killed, frozen, or its machine is gone). */
+  readonly state: WorkerState
+  readonly version: string | null
+  readonly started_at: string | null
+  /** Its last heartbeat, and when the next was due at the latest. */
+  readonly last_heartbeat_at: string | null
+  readonly heartbeat_expires_at: string | null
+  readonly concurrency: number | null
+  /** The running tasks whose lease it holds. */
+  readonly running: ReadonlyArray<string>
+  /** The latest expiry among those leases (each heartbeat of an attempt extends its lease). */
+  readonly lease_expires_at: string | null
+}
+
+/** Who holds a lease: the same name, host and process. */
+const holderKey = (workerId: string, host: string, pid: number) => JSON.stringify([workerId, host, pid])
+
+export const workersView = (
+  registered: ReadonlyArray<WorkerPresence>,
+  running: ReadonlyArray<TaskRecord>,
+  now: number
+): ReadonlyArray<WorkerView> => {
+  const leases = new Map<
+    string,
+    { tasks: Array<string>; expires: string; lease: NonNullable<TaskRecord["lease"]> }
+  >()
+  for (const record of running) {
+    const lease = record.lease
+    if (lease === null) continue
+    const key = holderKey(lease.worker_id, lease.host, lease.pid)
+    const held = leases.get(key)
+    if (held === undefined) leases.set(key, { tasks: [record.task_id], expires: lease.expires_at, lease })
+    else {
+      held.tasks.push(record.task_id)
+      if (lease.expires_at > held.expires) held.expires = lease.expires_at
+    }
+  }
+  const announced = registered.map((presence): WorkerView => {
+    const key = holderKey(presence.worker_id, presence.hostname, presence.pid)
+    const held = leases.get(key)
+    leases.delete(key)
+    return {
+      worker_id: presence.worker_id,
+      instance: presence.instance,
+      hostname: presence.hostname,
+      pid: presence.pid,
+      state: isLate(presence, now) ? "late" : presence.status,
+      version: presence.version,
+      started_at: presence.started_at,
+      last_heartbeat_at: presence.seen_at,
+      heartbeat_expires_at: presence.expires_at,
+      concurrency: presence.concurrency,
+      running: held?.tasks ?? [],
+      lease_expires_at: held?.expires ?? null
+    }
+  })
+  const unannounced = [...leases.values()]
+    .map(({ tasks, expires, lease }): WorkerView => ({
+      worker_id: lease.worker_id,
+      instance: null,
+      hostname: lease.host,
+      pid: lease.pid,
+      state: "unannounced",
+      version: null,
+      started_at: null,
+      last_heartbeat_at: null,
+      heartbeat_expires_at: null,
+      concurrency: null,
+      running: tasks,
+      lease_expires_at: expires
+    }))
+    .sort((a, b) => (a.worker_id < b.worker_id ? -1 : a.worker_id > b.worker_id ? 1 : a.pid - b.pid))
+  return [...announced, ...unannounced]
+}
+
+/** Read the registry and the running tasks, and join them as of now. */
+export const currentWorkers = Effect.gen(function* () {
+  const store = yield* TaskStore
+  const [registered, live] = yield* Effect.all([store.workers.list, store.live], { concurrency: 2 })
+  return workersView(registered, live.running, yield* Clock.currentTimeMillis)
+})
