@@ -10,18 +10,16 @@
  * retried: what the disk holds is no longer known) and the worker then fails with it.
  *
  * While it runs, the worker announces itself in the store's worker registry every
- * `heartbeatMillis` (`TaskStore.workers`), and removes its entry when it stops, so that the
+ * `heartbeatMillis` (`worker/heartbeats.ts`), and removes its entry when it stops, so that the
  * dashboard can show idle workers too. A heartbeat that cannot be written is reported and the
  * worker carries on: the registry is a view for people, and no task depends on it.
  */
-import { Clock, Deferred, Effect, Fiber, FiberSet, Option, Queue, Ref, Schema, Stream } from "effect"
+import { Clock, Deferred, Effect, FiberSet, Option, Queue, Ref, Schema, Stream } from "effect"
 import type { StorageError } from "../domain/errors.js"
 import type { TaskId } from "../domain/ids.js"
 import { providerOfPayload } from "../domain/provider.js"
 import type { RetryPolicy } from "../domain/Task.js"
-import { isoTime, timeMillis } from "../domain/Task.js"
-import type { WorkerStatus } from "../domain/worker.js"
-import { LateWorkerKeptMillis } from "../domain/worker.js"
+import { timeMillis } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
 import type { Provider } from "../services/Provider.js"
 import { Shutdown } from "../services/Shutdown.js"
@@ -29,8 +27,8 @@ import type { ReadyTask } from "../services/TaskStore.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { runAttempt } from "./attempt.js"
 import { WorkerOutput } from "./events.js"
+import { startHeartbeats } from "./heartbeats.js"
 import { reapSnapshot } from "./reap.js"
-import { Version } from "../version.js"
 
 export interface WatchOptions {
   readonly workerId: string
@@ -51,8 +49,6 @@ export interface WatchOptions {
 
 export const DefaultConcurrency = 2
 export const DefaultHeartbeatMillis = 5_000
-/** A worker whose heartbeat is this many intervals old counts as late. */
-export const HeartbeatsMissed = 3
 export const DefaultPollMillis = 5_000
 export const DefaultGraceMillis = 30_000
 
@@ -107,7 +103,6 @@ export const runWatch = (
       })
       const queued = yield* Ref.make(0)
       const failure = yield* Deferred.make<StorageError>()
-      const attempts = yield* FiberSet.make<void>()
 
       const showStatus = Effect.gen(function* () {
         const done = yield* Ref.get(counts)
@@ -118,11 +113,6 @@ export const runWatch = (
           failed: done.failed
         })
       })
-      const storageFailed = (error: StorageError) =>
-        Effect.zipRight(
-          output.event({ event: "storage_error", message: error.message }),
-          Deferred.succeed(failure, error)
-        )
 
       yield* output.event({
         event: "started",
@@ -132,69 +122,24 @@ export const runWatch = (
         max_per_provider: Object.fromEntries(options.maxPerProvider),
         max_attempts: options.retry.max_attempts
       })
+      // Started before the attempts' FiberSet, so that the entry is removed after they have ended.
+      const heartbeats = yield* startHeartbeats({
+        workerId: options.workerId,
+        concurrency: options.concurrency,
+        heartbeatMillis: options.heartbeatMillis,
+        running: Effect.map(Ref.get(running), (map) => map.size)
+      })
+      const attempts = yield* FiberSet.make<void>()
 
-      // The worker registry: an entry for this run, renewed by its own fiber, removed at the end.
-      const instance = yield* host.token
-      const startedAt = isoTime(yield* Clock.currentTimeMillis)
-      const status = yield* Ref.make<WorkerStatus>("watching")
-      const heartbeatFailing = yield* Ref.make(false)
-      const heartbeat = Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        yield* store.workers.announce({
-          instance,
-          worker_id: options.workerId,
-          hostname: host.hostname,
-          pid: host.pid,
-          version: Version,
-          status: yield* Ref.get(status),
-          started_at: startedAt,
-          seen_at: isoTime(now),
-          expires_at: isoTime(now + HeartbeatsMissed * options.heartbeatMillis),
-          concurrency: options.concurrency,
-          running: (yield* Ref.get(running)).size
-        })
-      }).pipe(
-        Effect.matchEffect({
-          onFailure: (error) =>
-            Effect.whenEffect(
-              output.event({ event: "heartbeat_failed", message: error.message }),
-              Effect.map(Ref.getAndSet(heartbeatFailing, true), (was) => !was)
-            ),
-          onSuccess: () =>
-            Effect.whenEffect(
-              output.event({ event: "heartbeat_restored" }),
-              Ref.getAndSet(heartbeatFailing, false)
-            )
-        }),
-        // A heartbeat is never cut short: the entry it writes must not outlive the retirement.
-        Effect.uninterruptible
-      )
-      // Entries of workers silent for long (killed, their machine gone) are dropped at a start.
-      yield* store.workers.prune((yield* Clock.currentTimeMillis) - LateWorkerKeptMillis).pipe(
-        Effect.catchAll((error) =>
-          output.event({
-            event: "log",
-            level: "WARN",
-            message: `worker registry not pruned: ${error.message}`
-          })
+      const storageFailed = (error: StorageError) =>
+        Effect.all(
+          [
+            heartbeats.silence,
+            output.event({ event: "storage_error", message: error.message }),
+            Deferred.succeed(failure, error)
+          ],
+          { discard: true }
         )
-      )
-      // Removed however the watch ends, after the heartbeat fiber (forked later, so stopped first).
-      yield* Effect.addFinalizer(() =>
-        store.workers.retire(instance).pipe(
-          Effect.catchAll((error) =>
-            output.event({
-              event: "log",
-              level: "WARN",
-              message: `worker registry entry not removed: ${error.message}`
-            })
-          )
-        )
-      )
-      yield* heartbeat
-      const heartbeats = yield* Effect.forkScoped(
-        Effect.forever(Effect.delay(heartbeat, options.heartbeatMillis))
-      )
 
       /** Whether one more attempt of `provider` fits now. */
       const roomFor = (current: ReadonlyMap<TaskId, string>, provider: string) => {
@@ -398,10 +343,7 @@ export const runWatch = (
       ])
 
       const reason = stop._tag === "storage" ? "storage_error" : stop.signal
-      // Seen as stopping at once; after a storage error the store is written no more.
-      yield* Ref.set(status, "stopping")
-      if (stop._tag === "storage") yield* Fiber.interrupt(heartbeats)
-      else yield* heartbeat
+      yield* heartbeats.stopping
       yield* output.event({
         event: "stopping",
         reason,

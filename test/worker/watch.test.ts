@@ -14,6 +14,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Exit,
   Fiber,
   Layer,
   Option,
@@ -32,7 +33,7 @@ import { Provider } from "../../src/services/Provider.js"
 import type { ProviderError, ProviderResult, ProviderTask } from "../../src/services/Provider.js"
 import { Shutdown } from "../../src/services/Shutdown.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
-import type { WorkerRegistry } from "../../src/services/TaskStore.js"
+import type { TaskStoreShape, WorkerRegistry } from "../../src/services/TaskStore.js"
 import { isoTime } from "../../src/domain/time.js"
 import type { WorkerPresence } from "../../src/domain/worker.js"
 import { Version } from "../../src/version.js"
@@ -158,6 +159,8 @@ interface WorldOptions {
   readonly format?: LogFormat
   /** Wraps the memory store's worker registry (to make it fail, say). */
   readonly registry?: (inner: WorkerRegistry) => WorkerRegistry
+  /** Wraps the memory store itself. */
+  readonly wrap?: (inner: TaskStoreShape) => TaskStoreShape
 }
 
 /**
@@ -226,10 +229,9 @@ const makeWorld = (options: WorldOptions = {}) =>
           Layer.provide(Host.layerTest(options.storeHost ?? host)),
           Layer.map((built) => {
             const inner = Context.get(built, TaskStore)
-            const wrap = options.registry
-            return wrap === undefined
-              ? built
-              : Context.make(TaskStore, { ...inner, workers: wrap(inner.workers) })
+            const registry = options.registry ?? ((same: WorkerRegistry) => same)
+            const wrap = options.wrap ?? ((same: TaskStoreShape) => same)
+            return Context.make(TaskStore, wrap({ ...inner, workers: registry(inner.workers) }))
           })
         ),
         Provider.layerTest(run),
@@ -785,44 +787,62 @@ describe("runWatch worker registry", () => {
     })
   )
 
+  /** A registry whose `announce` the test controls: counted, and failing or hanging on demand. */
+  const controlled = Effect.gen(function* () {
+    const mode = yield* Ref.make<"ok" | "fail" | "hang">("ok")
+    const calls = yield* Ref.make(0)
+    const refused = new StorageError({
+      operation: "write",
+      path: "/registry",
+      reason: "disk full (injected)"
+    })
+    const registry = (inner: WorkerRegistry): WorkerRegistry => ({
+      ...inner,
+      announce: (presence) =>
+        Effect.zipRight(
+          Ref.update(calls, (n) => n + 1),
+          Effect.flatMap(Ref.get(mode), (now) =>
+            now === "ok" ? inner.announce(presence) : now === "fail" ? Effect.fail(refused) : Effect.never
+          )
+        )
+    })
+    const callsReach = (what: string, n: number) =>
+      eventually(
+        what,
+        Effect.map(Ref.get(calls), (k) => k === n)
+      )
+    return { mode, calls, refused, registry, callsReach }
+  })
+
   scoped(
-    "a registry that fails: one heartbeat_failed event, tasks still run, and heartbeat_restored after",
+    "a registry that fails: heartbeat_failed once, not at each heartbeat; tasks still run; heartbeat_restored after",
     () =>
       Effect.gen(function* () {
-        const failing = yield* Ref.make(true)
-        const refused = new StorageError({
-          operation: "write",
-          path: "/registry",
-          reason: "disk full (injected)"
-        })
-        const world = yield* makeWorld({
-          registry: (inner) => ({
-            ...inner,
-            announce: (presence) =>
-              Effect.flatMap(Ref.get(failing), (fails) =>
-                fails ? Effect.fail(refused) : inner.announce(presence)
-              )
-          })
-        })
+        const control = yield* controlled
+        yield* Ref.set(control.mode, "fail")
+        const world = yield* makeWorld({ registry: control.registry })
         const receipt = yield* world.submit("runs anyway")
         const fiber = yield* world.start({ heartbeatMillis: 10_000 })
         yield* eventually(
           "the task complete",
           Effect.map(world.read(receipt), (view) => view.state === "complete")
         )
+        yield* control.callsReach("the first heartbeat", 1)
         yield* TestClock.adjust(Duration.millis(10_000))
+        yield* control.callsReach("the second heartbeat", 2)
         yield* TestClock.adjust(Duration.millis(10_000))
-        yield* Ref.set(failing, false)
+        yield* control.callsReach("the third heartbeat", 3)
+        const failed = yield* world.eventsOf("heartbeat_failed")
+        assert.deepStrictEqual(
+          failed.map((event) => event.message),
+          [control.refused.message],
+          "said once for three failed heartbeats"
+        )
+        yield* Ref.set(control.mode, "ok")
         yield* TestClock.adjust(Duration.millis(10_000))
         yield* eventually(
           "heartbeat_restored",
           Effect.map(world.countOf("heartbeat_restored"), (n) => n === 1)
-        )
-        const failed = yield* world.eventsOf("heartbeat_failed")
-        assert.deepStrictEqual(
-          failed.map((event) => event.message),
-          [refused.message],
-          "said once, not at every heartbeat"
         )
         assert.deepStrictEqual(
           (yield* entries(world)).map((entry) => entry.worker_id),
@@ -831,6 +851,81 @@ describe("runWatch worker registry", () => {
         yield* stopWith(world, fiber)
         assert.deepStrictEqual(yield* entries(world), [])
       })
+  )
+
+  scoped("a registry that hangs never holds up the work, nor a stop", () =>
+    Effect.gen(function* () {
+      const control = yield* controlled
+      const world = yield* makeWorld({ registry: control.registry })
+      const fiber = yield* world.start({ heartbeatMillis: 10_000 })
+      yield* control.callsReach("the first heartbeat", 1)
+      yield* Ref.set(control.mode, "hang")
+      yield* TestClock.adjust(Duration.millis(10_000))
+      yield* control.callsReach("a heartbeat that hangs", 2)
+      // Work goes on meanwhile.
+      const receipt = yield* world.submit("during the hang")
+      yield* eventually(
+        "the task complete",
+        Effect.map(world.read(receipt), (view) => view.state === "complete")
+      )
+      // The hung heartbeat counts as failed once its interval has passed.
+      yield* TestClock.adjust(Duration.millis(10_000))
+      yield* eventually(
+        "heartbeat_failed",
+        Effect.map(world.countOf("heartbeat_failed"), (n) => n === 1)
+      )
+      // A stop: the stopping heartbeat hangs too, yet the watch ends once the bounded waits pass.
+      yield* world.shutdown.signal("SIGTERM")
+      yield* eventually(
+        "the stopped event",
+        Effect.map(world.countOf("stopped"), (n) => n === 1)
+      )
+      let rounds = 0
+      while (Option.isNone(yield* Fiber.poll(fiber)) && rounds < 30) {
+        yield* TestClock.adjust(Duration.millis(1_000))
+        yield* Effect.sleep(Duration.millis(5)).pipe(TestServices.provideLive)
+        rounds += 1
+      }
+      const summary = yield* joinWithin(fiber, "the watch with a hung registry")
+      assert.strictEqual(summary.reason, "SIGTERM")
+      assert.isAtMost(rounds, 15, "ended within the heartbeat's and the removal's bounds")
+      assert.deepStrictEqual(yield* entries(world), [], "the removal still went through")
+    })
+  )
+
+  scoped("after a storage error no heartbeat is written; the entry is still removed", () =>
+    Effect.gen(function* () {
+      const control = yield* controlled
+      const broken = new StorageError({ operation: "fsync", path: "/tasks", reason: "EIO (injected)" })
+      const world = yield* makeWorld({
+        gated: true,
+        registry: control.registry,
+        wrap: (store) => ({
+          ...store,
+          complete: () => Effect.fail(broken)
+        })
+      })
+      yield* world.submit("fails to record")
+      const fiber = yield* world.start({ heartbeatMillis: 1_000, graceMillis: 60_000 })
+      yield* eventually(
+        "one run",
+        Effect.map(world.running, (n) => n === 1)
+      )
+      yield* world.openGate
+      yield* eventually(
+        "the storage_error event",
+        Effect.map(world.countOf("storage_error"), (n) => n === 1)
+      )
+      const before = yield* Ref.get(control.calls)
+      for (let second = 0; second < 5; second++) {
+        yield* TestClock.adjust(Duration.millis(1_000))
+        yield* Effect.sleep(Duration.millis(5)).pipe(TestServices.provideLive)
+      }
+      assert.strictEqual(yield* Ref.get(control.calls), before, "heartbeats after the storage error")
+      const exit = yield* Fiber.await(fiber).pipe(Effect.timeout("10 seconds"), TestServices.provideLive)
+      assert.isTrue(Exit.isFailure(exit), "the watch fails with the storage error")
+      assert.deepStrictEqual(yield* entries(world), [])
+    })
   )
 })
 
