@@ -18,7 +18,7 @@ import { MaxListLimit } from "../store/shared.js"
 import { Version } from "../version.js"
 import { readJsonBody } from "./guards.js"
 import { statsOf } from "./stats.js"
-import { currentWorkers } from "../worker/registry.js"
+import { workersOrLeases } from "../worker/registry.js"
 
 /** What health says about the store: never a URL, so never a password. */
 export type StoreInfo =
@@ -79,9 +79,12 @@ export const apiRoutes = (options: RouteOptions) =>
     const host = yield* Host
 
     const health = Effect.gen(function* () {
-      const [report, workers] = yield* Effect.all([store.check, currentWorkers], { concurrency: 2 })
-      return json({ status: "ok", version: Version, store: options.store, counts: report.states, workers })
+      const [report, workers] = yield* Effect.all([store.check, workersOrLeases], { concurrency: 2 })
+      return json({ status: "ok", version: Version, store: options.store, counts: report.states, ...workers })
     })
+
+    // The workers alone, for the page to refresh them cheaply: `health` reads every task.
+    const workers = Effect.map(workersOrLeases, (found) => json(found))
 
     const listTasks = Effect.gen(function* () {
       const page = yield* store.list({
@@ -185,6 +188,7 @@ export const apiRoutes = (options: RouteOptions) =>
 
     return HttpRouter.empty.pipe(
       HttpRouter.get("/api/health", health),
+      HttpRouter.get("/api/workers", workers),
       HttpRouter.get("/api/tasks", listTasks),
       HttpRouter.post("/api/tasks", submit),
       HttpRouter.get("/api/tasks/:id", oneTask),

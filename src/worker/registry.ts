@@ -4,10 +4,11 @@
  * running tasks, so that an idle worker shows, and so does one that holds tasks without
  * announcing itself (a one-shot `relaykeep worker` pass, or a worker of an older version).
  */
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Either } from "effect"
 import type { TaskRecord } from "../domain/Task.js"
+import { timeMillis } from "../domain/time.js"
 import type { WorkerPresence } from "../domain/worker.js"
-import { isLate } from "../domain/worker.js"
+import { isLate, LateWorkerKeptMillis } from "../domain/worker.js"
 import { TaskStore } from "../services/TaskStore.js"
 
 export type WorkerState = "watching" | "stopping" | "late" | "unannounced"
@@ -35,6 +36,14 @@ export interface WorkerView {
 /** Who holds a lease: the same name, host and process. */
 const holderKey = (workerId: string, host: string, pid: number) => JSON.stringify([workerId, host, pid])
 
+/**
+ * Whose leases a holder's are, when several entries share its worker id, host and pid (a
+ * restarted container reusing both, a `--worker-id` meeting a reused pid): the run that is not
+ * late, else the one that started last.
+ */
+const ownsBefore = (a: WorkerPresence, b: WorkerPresence, now: number): boolean =>
+  isLate(a, now) !== isLate(b, now) ? !isLate(a, now) : a.started_at > b.started_at
+
 export const workersView = (
   registered: ReadonlyArray<WorkerPresence>,
   running: ReadonlyArray<TaskRecord>,
@@ -55,10 +64,17 @@ export const workersView = (
       if (lease.expires_at > held.expires) held.expires = lease.expires_at
     }
   }
-  const announced = registered.map((presence): WorkerView => {
+  // Entries silent for over an hour are left out even before a worker's start prunes them.
+  const shown = registered.filter((presence) => timeMillis(presence.expires_at) + LateWorkerKeptMillis > now)
+  const owners = new Map<string, WorkerPresence>()
+  for (const presence of shown) {
     const key = holderKey(presence.worker_id, presence.hostname, presence.pid)
-    const held = leases.get(key)
-    leases.delete(key)
+    const other = owners.get(key)
+    if (other === undefined || ownsBefore(presence, other, now)) owners.set(key, presence)
+  }
+  const announced = shown.map((presence): WorkerView => {
+    const key = holderKey(presence.worker_id, presence.hostname, presence.pid)
+    const held = owners.get(key) === presence ? leases.get(key) : undefined
     return {
       worker_id: presence.worker_id,
       instance: presence.instance,
@@ -74,8 +90,9 @@ export const workersView = (
       lease_expires_at: held?.expires ?? null
     }
   })
-  const unannounced = [...leases.values()]
-    .map(({ tasks, expires, lease }): WorkerView => ({
+  const unannounced = [...leases]
+    .filter(([key]) => !owners.has(key))
+    .map(([, { tasks, expires, lease }]): WorkerView => ({
       worker_id: lease.worker_id,
       instance: null,
       hostname: lease.host,
@@ -98,4 +115,23 @@ export const currentWorkers = Effect.gen(function* () {
   const store = yield* TaskStore
   const [registered, live] = yield* Effect.all([store.workers.list, store.live], { concurrency: 2 })
   return workersView(registered, live.running, yield* Clock.currentTimeMillis)
+})
+
+/**
+ * As `currentWorkers` for a page that must show something: a registry that cannot be read (a
+ * database role without rights on its table, say) leaves the lease holders, and the reason.
+ */
+export const workersOrLeases = Effect.gen(function* () {
+  const store = yield* TaskStore
+  const [listed, live] = yield* Effect.all([Effect.either(store.workers.list), store.live], {
+    concurrency: 2
+  })
+  return {
+    workers: workersView(
+      Either.getOrElse(listed, () => []),
+      live.running,
+      yield* Clock.currentTimeMillis
+    ),
+    registry_error: Either.isLeft(listed) ? listed.left.message : null
+  }
 })

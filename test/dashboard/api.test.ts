@@ -37,30 +37,31 @@ const ListReply = json(
 )
 const TaskReply = json(Schema.Struct({ task: TaskRecord }))
 const CancelReply = json(Schema.Struct({ outcome: CancelOutcome }))
+const WorkerView = Schema.Struct({
+  worker_id: Schema.String,
+  instance: Schema.NullOr(Schema.String),
+  hostname: Schema.String,
+  pid: Schema.Int,
+  state: Schema.Literal("watching", "stopping", "late", "unannounced"),
+  version: Schema.NullOr(Schema.String),
+  started_at: Schema.NullOr(Schema.String),
+  last_heartbeat_at: Schema.NullOr(Schema.String),
+  heartbeat_expires_at: Schema.NullOr(Schema.String),
+  concurrency: Schema.NullOr(Schema.Int),
+  running: Schema.Array(Schema.String),
+  lease_expires_at: Schema.NullOr(Schema.String)
+})
+const WorkersFields = { workers: Schema.Array(WorkerView), registry_error: Schema.NullOr(Schema.String) }
 const HealthReply = json(
   Schema.Struct({
     status: Schema.Literal("ok"),
     version: Schema.String,
     store: Schema.Struct({ kind: Schema.Literal("file"), root: Schema.String }),
     counts: Schema.Record({ key: Schema.String, value: Schema.Number }),
-    workers: Schema.Array(
-      Schema.Struct({
-        worker_id: Schema.String,
-        instance: Schema.NullOr(Schema.String),
-        hostname: Schema.String,
-        pid: Schema.Int,
-        state: Schema.Literal("watching", "stopping", "late", "unannounced"),
-        version: Schema.NullOr(Schema.String),
-        started_at: Schema.NullOr(Schema.String),
-        last_heartbeat_at: Schema.NullOr(Schema.String),
-        heartbeat_expires_at: Schema.NullOr(Schema.String),
-        concurrency: Schema.NullOr(Schema.Int),
-        running: Schema.Array(Schema.String),
-        lease_expires_at: Schema.NullOr(Schema.String)
-      })
-    )
+    ...WorkersFields
   })
 )
+const WorkersReply = json(Schema.Struct(WorkersFields))
 const Counts = Schema.Struct({
   submitted: Schema.Number,
   complete: Schema.Number,
@@ -554,6 +555,11 @@ describe("dashboard API: routes", () => {
               lease_expires_at: pass.lease.expires_at
             }
           ])
+          assert.isNull(health.registry_error)
+          // The page's cheap refresh: the same workers, without the counts.
+          const alone = WorkersReply((yield* call("/api/workers", { headers: bearer })).body)
+          assert.deepStrictEqual(alone, { workers: health.workers, registry_error: null })
+          assert.strictEqual((yield* call("/api/workers")).status, 401)
         })
       )
   )

@@ -100,10 +100,33 @@ export const healthView: View = (root) => {
   const doctorArea = h("section", { "aria-labelledby": "doctor-heading" })
   mount(root, h("h1", { tabindex: "-1" }, "Health"), healthArea, statsArea, doctorArea)
 
+  const workersArea = h("div", {})
+  /**
+   * Each answer about the workers carries the number of its request; one that arrives after a
+   * later request was made is out of date and dropped.
+   */
+  let workersAsked = 0
+  const showWorkers = (body: unknown): void => {
+    const unreadable = text(body, "registry_error")
+    mount(
+      workersArea,
+      ...(unreadable === null
+        ? []
+        : [
+            problem(
+              `The worker registry could not be read (${unreadable}): only workers holding a task show.`
+            )
+          ]),
+      workers(list(body, "workers"))
+    )
+  }
+
   const loadHealth = async (): Promise<void> => {
+    const asked = ++workersAsked
     const outcome = await get("/api/health")
     if (!outcome.ok) return mount(healthArea, problem(describe(outcome)))
     const body = outcome.body
+    if (asked === workersAsked) showWorkers(body)
     mount(
       healthArea,
       h("h2", { id: "health-heading" }, "Queue"),
@@ -119,8 +142,19 @@ export const healthView: View = (root) => {
         { class: "help" },
         "Watching workers announce themselves every few seconds; one whose heartbeat is overdue shows as late."
       ),
-      workers(list(body, "workers"))
+      workersArea
     )
+  }
+
+  // Heartbeats change no task, so no event says so: the workers are read again on a timer, and
+  // alone (health counts every task), while the page is in view.
+  const loadWorkers = async (): Promise<void> => {
+    if (document.hidden) return
+    const asked = ++workersAsked
+    const outcome = await get("/api/workers")
+    if (asked !== workersAsked) return
+    if (!outcome.ok) return mount(workersArea, problem(describe(outcome)))
+    showWorkers(outcome.body)
   }
 
   const loadStats = async (): Promise<void> => {
@@ -175,8 +209,7 @@ export const healthView: View = (root) => {
     void loadStats()
   }, 1000)
   const stopLive = onTaskChange(refresh)
-  // Heartbeats change no task, so no event says so: the panel is read again on a timer too.
-  const timer = window.setInterval(() => void loadHealth(), HeartbeatRefreshMillis)
+  const timer = window.setInterval(() => void loadWorkers(), HeartbeatRefreshMillis)
   void loadHealth()
   void loadStats()
   void loadDoctor()
