@@ -12,8 +12,11 @@ export const WorkerInstance = Schema.String.pipe(
   Schema.pattern(/^[0-9a-f]{32}$/, { message: () => "must be 32 lowercase hex digits" })
 )
 
-/** The longest worker id the registry keeps (`--worker-id` refuses longer ones). */
-export const MaxWorkerIdLength = 256
+/**
+ * The longest worker id the registry keeps (`--worker-id` refuses longer ones). Room for the
+ * default, `host:pid`, with the longest host name `RELAYKEEP_HOST` accepts (255).
+ */
+export const MaxWorkerIdLength = 512
 
 export const WorkerStatus = Schema.Literal("watching", "stopping")
 export type WorkerStatus = typeof WorkerStatus.Type
@@ -68,4 +71,5 @@ export const presenceOrder = (a: WorkerPresence, b: WorkerPresence): number =>
  * worker that wrote it.
  */
 export const encodePresence = (presence: WorkerPresence): string => JSON.stringify(presence)
+export const isWorkerPresence = Schema.is(WorkerPresence)
 export const decodePresence = Schema.decodeUnknownEither(Schema.parseJson(WorkerPresence))

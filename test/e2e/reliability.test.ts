@@ -734,7 +734,7 @@ const badFlags: ReadonlyArray<{
   { flag: "--log-format", args: ["--log-format", "xml"] },
   { flag: "--grace", args: ["--grace", "nonsense"] },
   { flag: "--worker-id", args: ["--worker-id", ""] },
-  { flag: "--worker-id", args: ["--worker-id", "w".repeat(257)] }
+  { flag: "--worker-id", args: ["--worker-id", "w".repeat(513)] }
 ]
 
 describe("relaykeep worker: bad flags", { timeout: 300_000 }, () => {

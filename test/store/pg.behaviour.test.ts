@@ -332,3 +332,40 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: a row another transaction holds
     })
   )
 })
+
+describe.skipIf(!pgAvailable)("PostgreSQL store: writers racing on one row", () => {
+  it.scopedLive(
+    "a cancel racing a running task's heartbeats from another process is never lost (compare-and-set)",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        // Two stores with pools of their own, as a worker and a client would be.
+        const workerSide = yield* pgStoreAt(schema, { hostname: "worker-box", pid: 100 })
+        const clientSide = yield* pgStoreAt(schema, { hostname: "client-box", pid: 200 })
+        const rounds = 25
+        for (let round = 0; round < rounds; round++) {
+          const receipt = yield* clientSide.submit({
+            clientRequestId: id(`race-${round}`),
+            payload: { round }
+          })
+          const claimed = Option.getOrThrow(yield* workerSide.claim(receipt.task_id, worker))
+          // Each heartbeat reads the row and writes it back: one that read it before the cancel
+          // landed and wrote after would drop `cancel_requested_at` if writes were blind.
+          const [outcome] = yield* Effect.all(
+            [
+              clientSide.cancel(receipt.task_id, receipt.payload_sha256),
+              ...Array.from({ length: 6 }, () => workerSide.heartbeat(receipt.task_id, claimed.lease, 60_000))
+            ],
+            { concurrency: "unbounded" }
+          )
+          assert.deepInclude(outcome, { cancel_requested: true, state: "running" })
+          const record = yield* clientSide.record(receipt.task_id)
+          assert.isDefined(record.cancel_requested_at, `round ${round}: the cancel request was lost`)
+          assert.strictEqual(record.lease?.owner_token, claimed.lease.owner_token)
+          // And the worker's next heartbeat hears it.
+          const beat = yield* workerSide.heartbeat(receipt.task_id, claimed.lease, 60_000)
+          assert.isTrue(beat.cancelRequested, `round ${round}: the worker was not told`)
+        }
+      })
+  )
+})

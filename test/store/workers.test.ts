@@ -3,13 +3,18 @@
  * whole (damaged, foreign, half-written), and the file store's files and modes.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { randomUUID } from "node:crypto"
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { isoTime } from "../../src/domain/time.js"
 import type { WorkerPresence } from "../../src/domain/worker.js"
-import { pgAvailable, pgQuery, pgStoreAt, scopedSchema } from "../support/pg.js"
-import { fileStoreAt, tempDir } from "../support/stores.js"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import { Host } from "../../src/services/Host.js"
+import { TaskStore } from "../../src/services/TaskStore.js"
+import { workersOrLeases } from "../../src/worker/registry.js"
+import { pgAvailable, pgQuery, pgStoreAt, pgUrl, scopedSchema } from "../support/pg.js"
+import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
 
 const presence = (digit: string, workerId: string, seenAt: number): WorkerPresence => ({
   instance: digit.repeat(32),
@@ -130,5 +135,48 @@ describe.skipIf(!pgAvailable)("PostgreSQL: the workers table", () => {
         ["on-b"]
       )
     })
+  )
+
+  it.scopedLive(
+    "a role with rights on the tables of version 1 only: the queue works, the registry says why it cannot",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        yield* pgStoreAt(schema) // the owner migrates the schema to the newest version
+        const role = `rk_role_${randomUUID().replaceAll("-", "").slice(0, 12)}`
+        yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            pgQuery(
+              `CREATE ROLE ${role} LOGIN;
+               GRANT USAGE ON SCHEMA "${schema}" TO ${role};
+               GRANT SELECT, INSERT, UPDATE ON "${schema}".tasks, "${schema}".queues, "${schema}".migrations TO ${role}`
+            )
+          ),
+          () => Effect.promise(() => pgQuery(`DROP OWNED BY ${role}; DROP ROLE ${role}`))
+        )
+        const url = new URL(pgUrl ?? "")
+        url.username = role
+        const limited = yield* buildService(
+          TaskStore,
+          TaskStore.layerPg({ url: Redacted.make(url.toString()), schema }).pipe(
+            Layer.provide(Host.layerTest({}))
+          )
+        )
+        const receipt = yield* limited.submit({
+          clientRequestId: ClientRequestId.make("limited"),
+          payload: {}
+        })
+        const claimed = yield* limited.claim(receipt.task_id, { workerId: "w", leaseMillis: 60_000 })
+        assert.isTrue(Option.isSome(claimed), "the queue works")
+        const refused = yield* Effect.flip(limited.workers.announce(presence("a", "w", 100_000)))
+        assert.strictEqual(refused._tag, "StorageError")
+        assert.include(refused.message, "permission denied")
+        const report = yield* Effect.provideService(workersOrLeases, TaskStore, limited)
+        assert.include(report.registry_error ?? "", "permission denied")
+        assert.deepStrictEqual(
+          report.workers.map((worker) => [worker.worker_id, worker.state]),
+          [["w", "unannounced"]]
+        )
+      })
   )
 })

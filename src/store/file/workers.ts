@@ -88,26 +88,28 @@ export const fileWorkerRegistry = (
           yield* writeHint(fs, path, fileOf(presence.instance), tempName(host.pid, token), bytes)
         }),
         // An instance that is not a file name of ours names no entry: nothing to remove.
-        retire: (instance) =>
+        retire: Effect.fn("TaskStore.workers.retire")((instance: string) =>
           instanceOfWorkerFile(`${instance}.json`) === instance
             ? Effect.zipRight(openRoot, removeIfExists(fs, fileOf(instance)))
-            : Effect.void,
+            : Effect.void
+        ),
         list: Effect.zipRight(
           openRoot,
           Effect.map(entries, (found) =>
             found.flatMap((entry) => (entry._tag === "ok" ? [entry.presence] : [])).sort(presenceOrder)
           )
-        ),
-        prune: (expiredBefore) =>
-          Effect.gen(function* () {
-            yield* ready
-            yield* sweepTemps
-            const stale = (yield* entries).filter(
-              (entry) => entry._tag === "damaged" || timeMillis(entry.presence.expires_at) < expiredBefore
-            )
-            yield* Effect.forEach(stale, (entry) => removeIfExists(fs, entry.file), { discard: true })
-            return stale.length
-          })
+        ).pipe(Effect.withSpan("TaskStore.workers.list")),
+        // A worker frozen for over an hour that writes again just as its entry goes is listed
+        // again at its next heartbeat.
+        prune: Effect.fn("TaskStore.workers.prune")(function* (expiredBefore: number) {
+          yield* ready
+          yield* sweepTemps
+          const stale = (yield* entries).filter(
+            (entry) => entry._tag === "damaged" || timeMillis(entry.presence.expires_at) < expiredBefore
+          )
+          yield* Effect.forEach(stale, (entry) => removeIfExists(fs, entry.file), { discard: true })
+          return stale.length
+        })
       }
     }
   )

@@ -12,7 +12,7 @@ import type { TaskRecord } from "../../domain/Task.js"
 import { submissionOrder, toReceipt, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import type { WorkerPresence } from "../../domain/worker.js"
-import { presenceOrder } from "../../domain/worker.js"
+import { isWorkerPresence, presenceOrder } from "../../domain/worker.js"
 import { Host } from "../../services/Host.js"
 import type { TaskStoreShape, WorkerRegistry } from "../../services/TaskStore.js"
 import { emptyStateCounts, pageOf, readiness, transitionOperations } from "../shared.js"
@@ -71,7 +71,10 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           next.delete(instance)
           return next
         }),
-      list: Effect.map(Ref.get(presences), (map) => [...map.values()].sort(presenceOrder)),
+      // As the other stores list what decodes: an entry filled wrongly is left out.
+      list: Effect.map(Ref.get(presences), (map) =>
+        [...map.values()].filter(isWorkerPresence).sort(presenceOrder)
+      ),
       prune: (expiredBefore) =>
         Ref.modify(presences, (map) => {
           const kept = [...map].filter(([, presence]) => timeMillis(presence.expires_at) >= expiredBefore)

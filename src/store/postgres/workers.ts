@@ -37,7 +37,7 @@ export const pgWorkerRegistry = (target: PgTarget, run: Run): WorkerRegistry => 
           "retire a worker from",
           (sql) => sql`DELETE FROM ${sql(workers)} WHERE queue = ${target.queue} AND instance = ${instance}`
         )
-      ),
+      ).pipe(Effect.withSpan("TaskStore.workers.retire")),
     list: Effect.map(
       run(
         "list the workers of",
@@ -51,39 +51,38 @@ export const pgWorkerRegistry = (target: PgTarget, run: Run): WorkerRegistry => 
             return Either.isRight(decoded) && decoded.right.instance === row.instance ? [decoded.right] : []
           })
           .sort(presenceOrder)
-    ),
+    ).pipe(Effect.withSpan("TaskStore.workers.list")),
     // Expired rows go by their column, in one statement, so that a worker announcing again at
     // that moment keeps its row. Rows that do not decode were not written by a worker: each goes
     // only if it is still the text that was read.
-    prune: (expiredBefore) =>
-      Effect.gen(function* () {
-        const expired = yield* run(
-          "prune the workers of",
-          (sql) => sql`
+    prune: Effect.fn("TaskStore.workers.prune")(function* (expiredBefore: number) {
+      const expired = yield* run(
+        "prune the workers of",
+        (sql) => sql`
             DELETE FROM ${sql(workers)} WHERE queue = ${target.queue} AND expires_at < ${isoTime(expiredBefore)}
             RETURNING instance`
-        )
-        const rows = yield* run(
-          "prune the workers of",
-          (sql) => sql<{ readonly instance: string; readonly presence: string }>`
+      )
+      const rows = yield* run(
+        "prune the workers of",
+        (sql) => sql<{ readonly instance: string; readonly presence: string }>`
             SELECT instance, presence FROM ${sql(workers)} WHERE queue = ${target.queue}`
-        )
-        const damaged = rows.filter((row) => {
-          const decoded = decodePresence(row.presence)
-          return Either.isLeft(decoded) || decoded.right.instance !== row.instance
-        })
-        yield* Effect.forEach(
-          damaged,
-          (row) =>
-            run(
-              "prune the workers of",
-              (sql) => sql`
+      )
+      const damaged = rows.filter((row) => {
+        const decoded = decodePresence(row.presence)
+        return Either.isLeft(decoded) || decoded.right.instance !== row.instance
+      })
+      yield* Effect.forEach(
+        damaged,
+        (row) =>
+          run(
+            "prune the workers of",
+            (sql) => sql`
                 DELETE FROM ${sql(workers)}
                 WHERE queue = ${target.queue} AND instance = ${row.instance} AND presence = ${row.presence}`
-            ),
-          { discard: true }
-        )
-        return expired.length + damaged.length
-      })
+          ),
+        { discard: true }
+      )
+      return expired.length + damaged.length
+    })
   }
 }
