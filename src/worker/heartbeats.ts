@@ -2,8 +2,9 @@
  * A watching worker's entry in the store's worker registry (`TaskStore.workers`): announced at
  * the start and every `heartbeatMillis` after by one fiber, and removed when the worker's scope
  * closes, however it closes. Every write goes through that fiber, so they never overtake each
- * other (a late `watching` cannot follow `stopping`), and none ever blocks the worker: a write
- * is bounded in time, and one that fails is reported once and the worker carries on.
+ * other (a late `watching` cannot follow `stopping`), and none blocks the worker's work: a write
+ * is bounded in time, one that fails is reported once and the worker carries on, and the end
+ * waits for the registry at most twice `RetireMillis`.
  */
 import { Clock, Deferred, Effect, Fiber, Queue, Ref } from "effect"
 import type { Scope } from "effect"
@@ -36,7 +37,8 @@ export const HeartbeatsMissed = 3
 
 /**
  * How long the end of a watch waits for the registry: for a heartbeat in flight to finish, then
- * for the entry's removal. A store that hangs (a database that is down) delays a stop this long.
+ * for the entry's removal. A store that hangs (a database that is down) delays a stop by at most
+ * twice this.
  */
 export const RetireMillis = 2_000
 
@@ -92,22 +94,26 @@ export const startHeartbeats = (
     )
     const beat = Effect.unlessEffect(announce, Ref.get(silenced))
 
-    // Entries of workers silent for long (killed, their machine gone) are dropped at a start.
-    yield* store.workers.prune((yield* Clock.currentTimeMillis) - LateWorkerKeptMillis).pipe(
-      Effect.timeoutFail({ duration: RetireMillis, onTimeout: timedOut("prune", RetireMillis) }),
-      Effect.catchAll((error) => warn(`worker registry not pruned: ${error.message}`))
-    )
-    // Finalizers run last added first: this one after the heartbeat fiber has stopped.
+    // Finalizers run last added first: this one after the heartbeat fiber has stopped. A finalizer
+    // cannot be interrupted, so the removal is made interruptible for its timeout to cut it short.
     yield* Effect.addFinalizer(() =>
-      store.workers.retire(instance).pipe(
+      Effect.interruptible(store.workers.retire(instance)).pipe(
         Effect.timeoutFail({ duration: RetireMillis, onTimeout: timedOut("retire", RetireMillis) }),
         Effect.catchAll((error) => warn(`worker registry entry not removed: ${error.message}`))
       )
     )
-    yield* beat
+    // Entries of workers silent for long (killed, their machine gone) are dropped at a start.
+    const prune = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      store.workers.prune(now - LateWorkerKeptMillis).pipe(
+        Effect.timeoutFail({ duration: RetireMillis, onTimeout: timedOut("prune", RetireMillis) }),
+        Effect.catchAll((error) => warn(`worker registry not pruned: ${error.message}`))
+      )
+    )
     const fiber = yield* Effect.forkScoped(
       Effect.gen(function* () {
+        yield* prune
         while (true) {
+          yield* beat
           const next = yield* Effect.raceFirst(
             Effect.as(Deferred.await(done), "done" as const),
             Effect.as(
@@ -116,14 +122,15 @@ export const startHeartbeats = (
             )
           )
           if (next === "done") return
-          yield* beat
         }
       })
     )
-    // A write in flight may finish (so it cannot land after the removal), for a bounded time.
+    // A write in flight may finish, for a bounded time, so that it does not land after the
+    // removal; one cut off by the bound may still land (a database that answers late), and the
+    // entry then shows as late until a start prunes it.
     yield* Effect.addFinalizer(() =>
       Deferred.succeed(done, undefined).pipe(
-        Effect.zipRight(Effect.timeoutOption(Fiber.await(fiber), RetireMillis)),
+        Effect.zipRight(Effect.timeoutOption(Effect.interruptible(Fiber.await(fiber)), RetireMillis)),
         Effect.zipRight(Fiber.interrupt(fiber))
       )
     )

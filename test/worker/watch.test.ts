@@ -119,6 +119,7 @@ const EventLine = Schema.Union(
   Schema.Struct({ time: Time, event: Schema.Literal("storage_error"), message: Schema.String }),
   Schema.Struct({ time: Time, event: Schema.Literal("heartbeat_failed"), message: Schema.String }),
   Schema.Struct({ time: Time, event: Schema.Literal("heartbeat_restored") }),
+  Schema.Struct({ time: Time, event: Schema.Literal("log"), level: Schema.String, message: Schema.String }),
   Schema.Struct({
     time: Time,
     event: Schema.Literal("stopped"),
@@ -681,6 +682,24 @@ describe("runWatch shutdown", () => {
 describe("runWatch worker registry", () => {
   const entries = (world: World) => world.store.workers.list
 
+  /**
+   * Until `check` holds, move the clock `stepMillis` at a time (at most 10 steps). One step may
+   * not do: the heartbeat fiber may not be asleep yet when the clock first moves.
+   */
+  const advanceUntil = <E, R>(what: string, stepMillis: number, check: Effect.Effect<boolean, E, R>) =>
+    Effect.gen(function* () {
+      for (let step = 0; step <= 10; step++) {
+        const held = yield* check.pipe(
+          Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("5 millis") }),
+          Effect.timeoutOption("300 millis"),
+          TestServices.provideLive
+        )
+        if (Option.isSome(held)) return
+        yield* TestClock.adjust(Duration.millis(stepMillis))
+      }
+      return yield* Effect.dieMessage(`${what}: not after 10 steps of ${stepMillis} ms`)
+    })
+
   scoped(
     "an idle worker is listed from its start, renews its heartbeat, shows stopping in its grace, and is gone once stopped",
     () =>
@@ -713,9 +732,9 @@ describe("runWatch worker registry", () => {
           "one run",
           Effect.map(world.running, (n) => n === 1)
         )
-        yield* TestClock.adjust(Duration.millis(10_000))
-        yield* eventually(
+        yield* advanceUntil(
           "the heartbeat after 10 s",
+          10_000,
           Effect.map(entries(world), (all) => all[0]?.seen_at !== isoTime(0))
         )
         const [renewed] = yield* entries(world)
@@ -787,9 +806,22 @@ describe("runWatch worker registry", () => {
     })
   )
 
+  /** Move the clock a second at a time until `fiber` ends; how many seconds it took (at most 30). */
+  const secondsToEnd = (fiber: Fiber.Fiber<unknown, unknown>) =>
+    Effect.gen(function* () {
+      let seconds = 0
+      while (Option.isNone(yield* Fiber.poll(fiber)) && seconds < 30) {
+        yield* TestClock.adjust(Duration.millis(1_000))
+        yield* Effect.sleep(Duration.millis(20)).pipe(TestServices.provideLive)
+        seconds += 1
+      }
+      return seconds
+    })
+
   /** A registry whose `announce` the test controls: counted, and failing or hanging on demand. */
   const controlled = Effect.gen(function* () {
     const mode = yield* Ref.make<"ok" | "fail" | "hang">("ok")
+    const retireHangs = yield* Ref.make(false)
     const calls = yield* Ref.make(0)
     const refused = new StorageError({
       operation: "write",
@@ -804,14 +836,18 @@ describe("runWatch worker registry", () => {
           Effect.flatMap(Ref.get(mode), (now) =>
             now === "ok" ? inner.announce(presence) : now === "fail" ? Effect.fail(refused) : Effect.never
           )
-        )
+        ),
+      retire: (instance) =>
+        Effect.flatMap(Ref.get(retireHangs), (hangs) => (hangs ? Effect.never : inner.retire(instance)))
     })
+    /** Heartbeats come every 10 s in these tests. */
     const callsReach = (what: string, n: number) =>
-      eventually(
+      advanceUntil(
         what,
-        Effect.map(Ref.get(calls), (k) => k === n)
+        10_000,
+        Effect.map(Ref.get(calls), (k) => k >= n)
       )
-    return { mode, calls, refused, registry, callsReach }
+    return { mode, retireHangs, calls, refused, registry, callsReach }
   })
 
   scoped(
@@ -827,11 +863,7 @@ describe("runWatch worker registry", () => {
           "the task complete",
           Effect.map(world.read(receipt), (view) => view.state === "complete")
         )
-        yield* control.callsReach("the first heartbeat", 1)
-        yield* TestClock.adjust(Duration.millis(10_000))
-        yield* control.callsReach("the second heartbeat", 2)
-        yield* TestClock.adjust(Duration.millis(10_000))
-        yield* control.callsReach("the third heartbeat", 3)
+        yield* control.callsReach("three heartbeats", 3)
         const failed = yield* world.eventsOf("heartbeat_failed")
         assert.deepStrictEqual(
           failed.map((event) => event.message),
@@ -839,9 +871,9 @@ describe("runWatch worker registry", () => {
           "said once for three failed heartbeats"
         )
         yield* Ref.set(control.mode, "ok")
-        yield* TestClock.adjust(Duration.millis(10_000))
-        yield* eventually(
+        yield* advanceUntil(
           "heartbeat_restored",
+          10_000,
           Effect.map(world.countOf("heartbeat_restored"), (n) => n === 1)
         )
         assert.deepStrictEqual(
@@ -860,7 +892,6 @@ describe("runWatch worker registry", () => {
       const fiber = yield* world.start({ heartbeatMillis: 10_000 })
       yield* control.callsReach("the first heartbeat", 1)
       yield* Ref.set(control.mode, "hang")
-      yield* TestClock.adjust(Duration.millis(10_000))
       yield* control.callsReach("a heartbeat that hangs", 2)
       // Work goes on meanwhile.
       const receipt = yield* world.submit("during the hang")
@@ -869,9 +900,9 @@ describe("runWatch worker registry", () => {
         Effect.map(world.read(receipt), (view) => view.state === "complete")
       )
       // The hung heartbeat counts as failed once its interval has passed.
-      yield* TestClock.adjust(Duration.millis(10_000))
-      yield* eventually(
+      yield* advanceUntil(
         "heartbeat_failed",
+        10_000,
         Effect.map(world.countOf("heartbeat_failed"), (n) => n === 1)
       )
       // A stop: the stopping heartbeat hangs too, yet the watch ends once the bounded waits pass.
@@ -880,16 +911,35 @@ describe("runWatch worker registry", () => {
         "the stopped event",
         Effect.map(world.countOf("stopped"), (n) => n === 1)
       )
-      let rounds = 0
-      while (Option.isNone(yield* Fiber.poll(fiber)) && rounds < 30) {
-        yield* TestClock.adjust(Duration.millis(1_000))
-        yield* Effect.sleep(Duration.millis(5)).pipe(TestServices.provideLive)
-        rounds += 1
-      }
+      const seconds = yield* secondsToEnd(fiber)
       const summary = yield* joinWithin(fiber, "the watch with a hung registry")
       assert.strictEqual(summary.reason, "SIGTERM")
-      assert.isAtMost(rounds, 15, "ended within the heartbeat's and the removal's bounds")
+      assert.isAtMost(seconds, 3, "ended within the 2 s the heartbeat in flight may take")
       assert.deepStrictEqual(yield* entries(world), [], "the removal still went through")
+    })
+  )
+
+  scoped("a removal that hangs too: the watch still ends within both bounds, and says so", () =>
+    Effect.gen(function* () {
+      const control = yield* controlled
+      const world = yield* makeWorld({ registry: control.registry })
+      const fiber = yield* world.start({ heartbeatMillis: 10_000 })
+      yield* control.callsReach("the first heartbeat", 1)
+      yield* Ref.set(control.mode, "hang")
+      yield* Ref.set(control.retireHangs, true)
+      yield* world.shutdown.signal("SIGTERM")
+      yield* eventually(
+        "the stopped event",
+        Effect.map(world.countOf("stopped"), (n) => n === 1)
+      )
+      const seconds = yield* secondsToEnd(fiber)
+      yield* joinWithin(fiber, "the watch with a hung removal")
+      assert.isAtMost(seconds, 5, "2 s for the heartbeat in flight, 2 s for the removal")
+      const logs = yield* world.eventsOf("log")
+      assert.isTrue(
+        logs.some((event) => event.message.startsWith("worker registry entry not removed:")),
+        "the removal that did not happen is said"
+      )
     })
   )
 

@@ -96,11 +96,23 @@ const windowCounts = (label: string, value: unknown): HTMLElement =>
 
 export const healthView: View = (root) => {
   const healthArea = h("section", { "aria-labelledby": "health-heading" })
+  // Its own section, there from the start: the workers refresh on their own, whatever health did.
+  const workersArea = h("div", {})
+  const workersSection = h(
+    "section",
+    { "aria-labelledby": "workers-heading" },
+    h("h2", { id: "workers-heading" }, "Workers"),
+    h(
+      "p",
+      { class: "help" },
+      "Watching workers announce themselves every few seconds; one whose heartbeat is overdue shows as late."
+    ),
+    workersArea
+  )
   const statsArea = h("section", { "aria-labelledby": "stats-heading" })
   const doctorArea = h("section", { "aria-labelledby": "doctor-heading" })
-  mount(root, h("h1", { tabindex: "-1" }, "Health"), healthArea, statsArea, doctorArea)
+  mount(root, h("h1", { tabindex: "-1" }, "Health"), healthArea, workersSection, statsArea, doctorArea)
 
-  const workersArea = h("div", {})
   /**
    * Each answer about the workers carries the number of its request; one that arrives after a
    * later request was made is out of date and dropped.
@@ -135,14 +147,7 @@ export const healthView: View = (root) => {
         {},
         `Status ${text(body, "status") ?? "?"} · RelayKeep ${text(body, "version") ?? "?"} · ${storeText(field(body, "store"))}`
       ),
-      counts(field(body, "counts")),
-      h("h2", {}, "Workers"),
-      h(
-        "p",
-        { class: "help" },
-        "Watching workers announce themselves every few seconds; one whose heartbeat is overdue shows as late."
-      ),
-      workersArea
+      counts(field(body, "counts"))
     )
   }
 
@@ -210,11 +215,14 @@ export const healthView: View = (root) => {
   }, 1000)
   const stopLive = onTaskChange(refresh)
   const timer = window.setInterval(() => void loadWorkers(), HeartbeatRefreshMillis)
+  const onVisible = (): void => void loadWorkers()
+  document.addEventListener("visibilitychange", onVisible)
   void loadHealth()
   void loadStats()
   void loadDoctor()
   return () => {
     window.clearInterval(timer)
+    document.removeEventListener("visibilitychange", onVisible)
     stopLive()
   }
 }
