@@ -760,7 +760,9 @@ describe("relaykeep worker: bad flags", { timeout: 300_000 }, () => {
   }
 
   for (const { flag, args } of badFlags) {
-    it(`--watch ${args.join(" ")}: exit 2, one line naming ${flag}, nothing created or changed`, async () => {
+    // A long value is named by its length: the whole of it would bury the test's name.
+    const shown = args.map((arg) => (arg.length > 40 ? `<${arg.length} characters>` : arg)).join(" ")
+    it(`--watch ${shown}: exit 2, one line naming ${flag}, nothing created or changed`, async () => {
       const before = snapshotTree(root)
       const fresh = path.join(tempDir(), "fresh")
       const [existing, unopened] = await Promise.all([
