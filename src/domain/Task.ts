@@ -10,6 +10,7 @@ export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unkn
 export type JsonObject = typeof JsonObject.Type
 
 export const TaskState = Schema.Literal("queued", "running", "complete", "failed", "cancelled")
+export const isTaskState = Schema.is(TaskState)
 export type TaskState = typeof TaskState.Type
 
 export const isTerminal = (state: TaskState): boolean => state !== "queued" && state !== "running"

@@ -245,6 +245,12 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     readonly list: (request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>
     /** Read every record and report every damaged one. Costs O(all tasks). */
     readonly check: Effect.Effect<CheckReport, StorageError>
+    /**
+     * How many tasks are in each state, as cheaply as the store can tell: one grouped query of
+     * the state column on PostgreSQL (where a damaged row counts under the state its column
+     * names), a read of every record on the file store (as `check`, damaged ones not counted).
+     */
+    readonly counts: Effect.Effect<Readonly<Record<TaskState, number>>, StorageError>
     /** The watching workers and their heartbeats. */
     readonly workers: WorkerRegistry
   }

@@ -572,6 +572,39 @@ export const taskStoreContract = (
       )
     )
 
+    it.scoped("counts agree with check, state by state, as tasks move", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const agree = Effect.gen(function* () {
+            const counts = yield* store.counts
+            assert.deepStrictEqual(counts, (yield* store.check).states)
+            return counts
+          })
+          assert.deepStrictEqual(yield* agree, {
+            queued: 0,
+            running: 0,
+            complete: 0,
+            failed: 0,
+            cancelled: 0
+          })
+          const receipts = yield* Effect.forEach(["a", "b", "c", "d"], (name) =>
+            store.submit({ clientRequestId: id(name), payload: {} })
+          )
+          const first = at(receipts, 0)
+          const claimed = Option.getOrThrow(yield* store.claim(first.task_id, worker))
+          yield* store.complete(first.task_id, claimed.lease, { ok: true })
+          assert.isTrue(Option.isSome(yield* store.claim(at(receipts, 1).task_id, worker)))
+          assert.deepStrictEqual(yield* agree, {
+            queued: 2,
+            running: 1,
+            complete: 1,
+            failed: 0,
+            cancelled: 0
+          })
+        })
+      )
+    )
+
     it.scoped("check counts every record by state", () =>
       withStore((store) =>
         Effect.gen(function* () {

@@ -369,3 +369,33 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: writers racing on one row", () 
       })
   )
 })
+
+describe.skipIf(!pgAvailable)("PostgreSQL store: counts", () => {
+  it.scopedLive(
+    "counts read the state column: a damaged row counts under its column, a state no relaykeep writes does not",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const store = yield* pgStoreAt(schema)
+        const [damaged, edited] = yield* Effect.forEach(["damaged", "edited", "fine"], (name) =>
+          store.submit({ clientRequestId: id(name), payload: { name } })
+        )
+        yield* Effect.promise(() =>
+          pgQuery(`UPDATE "${schema}".tasks SET record = 'not json' WHERE task_id = $1`, [damaged?.task_id])
+        )
+        yield* Effect.promise(() =>
+          pgQuery(`UPDATE "${schema}".tasks SET state = 'bogus' WHERE task_id = $1`, [edited?.task_id])
+        )
+        assert.deepStrictEqual(yield* store.counts, {
+          queued: 2,
+          running: 0,
+          complete: 0,
+          failed: 0,
+          cancelled: 0
+        })
+        const report = yield* store.check
+        assert.strictEqual(report.states.queued, 1, "check counts only what decodes")
+        assert.lengthOf(report.invalid_records, 2)
+      })
+  )
+})

@@ -274,6 +274,13 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         for (const record of records) states[record.state] += 1
         return { records: records.length + invalid.length, states, invalid_records: invalid }
       }).pipe(Effect.withSpan("TaskStore.check")),
+      // Terminal states are only in the records: no cheaper way than reading them all.
+      counts: Effect.gen(function* () {
+        const { records } = yield* everything
+        const states = emptyStateCounts()
+        for (const record of records) states[record.state] += 1
+        return states
+      }).pipe(Effect.withSpan("TaskStore.counts")),
       workers
     }
     return store

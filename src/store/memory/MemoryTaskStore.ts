@@ -133,6 +133,11 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         for (const record of map.values()) states[record.state] += 1
         return { records: map.size, states, invalid_records: [] }
       }),
+      counts: Effect.map(Ref.get(records), (map) => {
+        const states = emptyStateCounts()
+        for (const record of map.values()) states[record.state] += 1
+        return states
+      }),
       workers
     }
     return store

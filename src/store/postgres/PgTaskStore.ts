@@ -21,7 +21,7 @@ import {
   preparePayload
 } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord, TaskSummary } from "../../domain/Task.js"
-import { toReceipt, toSummary, toView } from "../../domain/Task.js"
+import { isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
@@ -263,6 +263,18 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         for (const record of records) states[record.state] += 1
         return { records: rows.length, states, invalid_records: invalid }
       }).pipe(Effect.withSpan("TaskStore.check")),
+      counts: Effect.gen(function* () {
+        const { sql } = yield* open
+        const rows = yield* retrying(
+          "count the tasks of",
+          sql<{ readonly state: string; readonly n: number }>`
+            SELECT state, count(*)::int AS n FROM ${sql(tasks)} WHERE queue = ${target.queue} GROUP BY state`
+        )
+        const states = emptyStateCounts()
+        // A state column no relaykeep writes (a row edited by hand) is no state to count.
+        for (const row of rows) if (isTaskState(row.state)) states[row.state] += row.n
+        return states
+      }).pipe(Effect.withSpan("TaskStore.counts")),
       workers: pgWorkerRegistry(target, (operation, query) =>
         Effect.flatMap(open, ({ sql }) => retrying(operation, query(sql)))
       )
