@@ -4,7 +4,7 @@
  * a worker rewrites it every few seconds, and one that stops announcing (killed, frozen, its
  * machine gone) shows as late once `expires_at` passes, and is pruned an hour after that.
  */
-import { Schema } from "effect"
+import { Order, Schema } from "effect"
 import { Timestamp, timeMillis } from "./time.js"
 
 /** One run of a worker process: random, so two processes given the same `--worker-id` differ. */
@@ -50,20 +50,11 @@ export const isLate = (presence: WorkerPresence, now: number): boolean =>
   timeMillis(presence.expires_at) <= now
 
 /** Listing order: by worker id, then by start. */
-export const presenceOrder = (a: WorkerPresence, b: WorkerPresence): number =>
-  a.worker_id < b.worker_id
-    ? -1
-    : a.worker_id > b.worker_id
-      ? 1
-      : a.started_at < b.started_at
-        ? -1
-        : a.started_at > b.started_at
-          ? 1
-          : a.instance < b.instance
-            ? -1
-            : a.instance > b.instance
-              ? 1
-              : 0
+export const presenceOrder: Order.Order<WorkerPresence> = Order.combineAll([
+  Order.mapInput(Order.string, (presence: WorkerPresence) => presence.worker_id),
+  Order.mapInput(Order.string, (presence: WorkerPresence) => presence.started_at),
+  Order.mapInput(Order.string, (presence: WorkerPresence) => presence.instance)
+])
 
 /**
  * As stored. Not checked on the way in: an entry a library caller filled wrongly (an empty

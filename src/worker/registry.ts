@@ -4,34 +4,42 @@
  * running tasks, so that an idle worker shows, and so does one that holds tasks without
  * announcing itself (a one-shot `relaykeep worker` pass, or a worker of an older version).
  */
-import { Clock, Effect, Either } from "effect"
+import { Clock, Effect, Either, Order, Schema } from "effect"
 import type { TaskRecord } from "../domain/Task.js"
 import { timeMillis } from "../domain/time.js"
 import type { WorkerPresence } from "../domain/worker.js"
 import { isLate, LateWorkerKeptMillis } from "../domain/worker.js"
 import { TaskStore } from "../services/TaskStore.js"
 
-export type WorkerState = "watching" | "stopping" | "late" | "unannounced"
+/** `late`: its heartbeat is overdue (killed, frozen, or its machine is gone). */
+export const WorkerState = Schema.Literal("watching", "stopping", "late", "unannounced")
 
-export interface WorkerView {
-  readonly worker_id: string
+/** One worker as `relaykeep workers` and the dashboard's health show it. */
+export const WorkerView = Schema.Struct({
+  worker_id: Schema.String,
   /** The registry entry's run id; null for a worker seen only through leases. */
-  readonly instance: string | null
-  readonly hostname: string
-  readonly pid: number
-  /** `late`: its heartbeat is overdue (killed, frozen, or its machine is gone). */
-  readonly state: WorkerState
-  readonly version: string | null
-  readonly started_at: string | null
+  instance: Schema.NullOr(Schema.String),
+  hostname: Schema.String,
+  pid: Schema.Int,
+  state: WorkerState,
+  version: Schema.NullOr(Schema.String),
+  started_at: Schema.NullOr(Schema.String),
   /** Its last heartbeat, and when the next was due at the latest. */
-  readonly last_heartbeat_at: string | null
-  readonly heartbeat_expires_at: string | null
-  readonly concurrency: number | null
+  last_heartbeat_at: Schema.NullOr(Schema.String),
+  heartbeat_expires_at: Schema.NullOr(Schema.String),
+  concurrency: Schema.NullOr(Schema.Int),
   /** The running tasks whose lease it holds. */
-  readonly running: ReadonlyArray<string>
+  running: Schema.Array(Schema.String),
   /** The latest expiry among those leases (each heartbeat of an attempt extends its lease). */
-  readonly lease_expires_at: string | null
-}
+  lease_expires_at: Schema.NullOr(Schema.String)
+})
+export type WorkerView = typeof WorkerView.Type
+
+/** Workers seen only through leases: by worker id, then pid. */
+const unannouncedOrder: Order.Order<WorkerView> = Order.combine(
+  Order.mapInput(Order.string, (view: WorkerView) => view.worker_id),
+  Order.mapInput(Order.number, (view: WorkerView) => view.pid)
+)
 
 /** Who holds a lease: the same name, host and process. */
 const holderKey = (workerId: string, host: string, pid: number) => JSON.stringify([workerId, host, pid])
@@ -106,7 +114,7 @@ export const workersView = (
       running: tasks,
       lease_expires_at: expires
     }))
-    .sort((a, b) => (a.worker_id < b.worker_id ? -1 : a.worker_id > b.worker_id ? 1 : a.pid - b.pid))
+    .sort(unannouncedOrder)
   return [...announced, ...unannounced]
 }
 

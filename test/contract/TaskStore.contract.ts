@@ -10,7 +10,7 @@ import type { TaskId } from "../../src/domain/ids.js"
 import { sha256Hex } from "../../src/domain/canonical.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
 import { isoTime } from "../../src/domain/time.js"
-import type { WorkerPresence } from "../../src/domain/worker.js"
+import { presenceAt } from "../support/presence.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const at = <A>(items: ReadonlyArray<A>, index: number): A => {
@@ -19,27 +19,6 @@ const at = <A>(items: ReadonlyArray<A>, index: number): A => {
   return item
 }
 const worker = { workerId: "w1", leaseMillis: 60_000 }
-
-/** A worker's registry entry, seen at `seenAt` ms and late 15 s later. */
-const presence = (
-  instanceDigit: string,
-  workerId: string,
-  seenAt: number,
-  overrides: Partial<WorkerPresence> = {}
-): WorkerPresence => ({
-  instance: instanceDigit.repeat(32),
-  worker_id: workerId,
-  hostname: "box",
-  pid: 100,
-  version: "0.1.0",
-  status: "watching",
-  started_at: isoTime(0),
-  seen_at: isoTime(seenAt),
-  expires_at: isoTime(seenAt + 15_000),
-  concurrency: 2,
-  running: 0,
-  ...overrides
-})
 
 export const taskStoreContract = (
   name: string,
@@ -631,11 +610,11 @@ export const taskStoreContract = (
         withStore((store) =>
           Effect.gen(function* () {
             assert.deepStrictEqual(yield* store.workers.list, [], "empty before any worker")
-            yield* store.workers.announce(presence("b", "zeta", 1_000))
-            yield* store.workers.announce(presence("a", "alpha", 1_000))
-            const renewed = presence("b", "zeta", 6_000, { running: 2, status: "stopping" })
+            yield* store.workers.announce(presenceAt("b", "zeta", 1_000))
+            yield* store.workers.announce(presenceAt("a", "alpha", 1_000))
+            const renewed = presenceAt("b", "zeta", 6_000, { running: 2, status: "stopping" })
             yield* store.workers.announce(renewed)
-            assert.deepStrictEqual(yield* store.workers.list, [presence("a", "alpha", 1_000), renewed])
+            assert.deepStrictEqual(yield* store.workers.list, [presenceAt("a", "alpha", 1_000), renewed])
           })
         )
     )
@@ -643,8 +622,8 @@ export const taskStoreContract = (
     it.scoped("two runs under one worker id are two entries, and retiring one keeps the other", () =>
       withStore((store) =>
         Effect.gen(function* () {
-          const first = presence("1", "same", 1_000, { started_at: isoTime(500) })
-          const second = presence("2", "same", 1_000, { started_at: isoTime(900), pid: 101 })
+          const first = presenceAt("1", "same", 1_000, { started_at: isoTime(500) })
+          const second = presenceAt("2", "same", 1_000, { started_at: isoTime(900), pid: 101 })
           yield* store.workers.announce(second)
           yield* store.workers.announce(first)
           assert.deepStrictEqual(
@@ -666,9 +645,9 @@ export const taskStoreContract = (
     it.scoped("prune removes the entries that expired before the cutoff, and only those", () =>
       withStore((store) =>
         Effect.gen(function* () {
-          const gone = presence("c", "gone", 0) // expires at 15 000
-          const late = presence("d", "late", 10_000) // expires at 25 000
-          const alive = presence("e", "alive", 90_000)
+          const gone = presenceAt("c", "gone", 0) // expires at 15 000
+          const late = presenceAt("d", "late", 10_000) // expires at 25 000
+          const alive = presenceAt("e", "alive", 90_000)
           yield* Effect.forEach([gone, late, alive], store.workers.announce, { discard: true })
           assert.strictEqual(yield* store.workers.prune(15_000), 0, "expiring at the cutoff is not before it")
           assert.strictEqual(yield* store.workers.prune(20_000), 1)

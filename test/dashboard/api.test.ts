@@ -17,8 +17,10 @@ import { ensureToken } from "../../src/dashboard/token.js"
 import { serveDashboard } from "../../src/dashboard/server.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
-import { CancelOutcome, isoTime, Receipt, TaskRecord, TaskSummary } from "../../src/domain/Task.js"
+import { CancelOutcome, Receipt, TaskRecord, TaskSummary } from "../../src/domain/Task.js"
 import type { WorkerPresence } from "../../src/domain/worker.js"
+import { WorkerView } from "../../src/worker/registry.js"
+import { presenceAt } from "../support/presence.js"
 import { AuditLog } from "../../src/mcp/AuditLog.js"
 import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
@@ -37,20 +39,6 @@ const ListReply = json(
 )
 const TaskReply = json(Schema.Struct({ task: TaskRecord }))
 const CancelReply = json(Schema.Struct({ outcome: CancelOutcome }))
-const WorkerView = Schema.Struct({
-  worker_id: Schema.String,
-  instance: Schema.NullOr(Schema.String),
-  hostname: Schema.String,
-  pid: Schema.Int,
-  state: Schema.Literal("watching", "stopping", "late", "unannounced"),
-  version: Schema.NullOr(Schema.String),
-  started_at: Schema.NullOr(Schema.String),
-  last_heartbeat_at: Schema.NullOr(Schema.String),
-  heartbeat_expires_at: Schema.NullOr(Schema.String),
-  concurrency: Schema.NullOr(Schema.Int),
-  running: Schema.Array(Schema.String),
-  lease_expires_at: Schema.NullOr(Schema.String)
-})
 const WorkersFields = { workers: Schema.Array(WorkerView), registry_error: Schema.NullOr(Schema.String) }
 const HealthReply = json(
   Schema.Struct({
@@ -484,20 +472,7 @@ describe("dashboard API: routes", () => {
             workerId: string,
             seenAt: number,
             extra: Partial<WorkerPresence> = {}
-          ) => ({
-            instance: digit.repeat(32),
-            worker_id: workerId,
-            hostname: "box",
-            pid: 1,
-            version: "0.1.0",
-            status: "watching" as const,
-            started_at: isoTime(seenAt - 1_000),
-            seen_at: isoTime(seenAt),
-            expires_at: isoTime(seenAt + 15_000),
-            concurrency: 2,
-            running: 0,
-            ...extra
-          })
+          ) => presenceAt(digit, workerId, seenAt, { pid: 1, ...extra })
           // An idle watcher, one killed a minute ago, one running a task, and a one-shot pass.
           const idle = entry("a", "idle", now)
           const gone = entry("b", "gone", now - 60_000)

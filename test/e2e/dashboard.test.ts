@@ -20,6 +20,7 @@ import { useTempDirs } from "../support/files.js"
 import { assertSecurityHeaders, request } from "../support/http.js"
 import { dropSchema, freshSchema, pgAvailable, pgUrl } from "../support/pg.js"
 import { waitFor } from "../support/waitFor.js"
+import { WorkerView } from "../../src/worker/registry.js"
 
 const tempDir = useTempDirs()
 
@@ -199,24 +200,7 @@ const eventForSubmit = (running: Running, prefix: string): Promise<ReadonlyArray
     req.end()
   })
 
-const WorkersOutput = Schema.Struct({
-  workers: Schema.Array(
-    Schema.Struct({
-      worker_id: Schema.String,
-      instance: Schema.NullOr(Schema.String),
-      hostname: Schema.String,
-      pid: Schema.Int,
-      state: Schema.Literal("watching", "stopping", "late", "unannounced"),
-      version: Schema.NullOr(Schema.String),
-      started_at: Schema.NullOr(Schema.String),
-      last_heartbeat_at: Schema.NullOr(Schema.String),
-      heartbeat_expires_at: Schema.NullOr(Schema.String),
-      concurrency: Schema.NullOr(Schema.Int),
-      running: Schema.Array(Schema.String),
-      lease_expires_at: Schema.NullOr(Schema.String)
-    })
-  )
-})
+const WorkersOutput = Schema.Struct({ workers: Schema.Array(WorkerView) })
 const HealthWorkers = Schema.decodeUnknownSync(Schema.parseJson(WorkersOutput))
 
 /**

@@ -7,35 +7,20 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { isoTime } from "../../src/domain/time.js"
-import type { WorkerPresence } from "../../src/domain/worker.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { workersOrLeases } from "../../src/worker/registry.js"
 import { pgAvailable, pgQuery, pgStoreAt, pgUrl, scopedSchema } from "../support/pg.js"
+import { presenceAt } from "../support/presence.js"
 import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
-
-const presence = (digit: string, workerId: string, seenAt: number): WorkerPresence => ({
-  instance: digit.repeat(32),
-  worker_id: workerId,
-  hostname: "box",
-  pid: 100,
-  version: "0.1.0",
-  status: "watching",
-  started_at: isoTime(0),
-  seen_at: isoTime(seenAt),
-  expires_at: isoTime(seenAt + 15_000),
-  concurrency: 2,
-  running: 1
-})
 
 describe("file store: workers/<instance>.json", () => {
   it.scopedLive("an entry is one whole JSON file, mode 0600, with no temp file left beside it", () =>
     Effect.gen(function* () {
       const root = yield* tempDir
       const store = yield* fileStoreAt(root)
-      const entry = presence("a", "w1", 1_000)
+      const entry = presenceAt("a", "w1", 1_000)
       yield* store.workers.announce(entry)
       yield* store.workers.announce({ ...entry, running: 2 })
       const dir = join(root, "workers")
@@ -56,13 +41,13 @@ describe("file store: workers/<instance>.json", () => {
         const root = yield* tempDir
         // Our own pid is alive (Host.layerTest): its temp file may be a heartbeat being written.
         const store = yield* fileStoreAt(root, { pid: 4242 })
-        const good = presence("a", "w1", 100_000)
+        const good = presenceAt("a", "w1", 100_000)
         yield* store.workers.announce(good)
         const dir = join(root, "workers")
         const damaged = `${"b".repeat(32)}.json`
         const misfiled = `${"c".repeat(32)}.json`
         writeFileSync(join(dir, damaged), "") // what a crash may leave of a rename never fsynced
-        writeFileSync(join(dir, misfiled), JSON.stringify(presence("d", "w2", 100_000)))
+        writeFileSync(join(dir, misfiled), JSON.stringify(presenceAt("d", "w2", 100_000)))
         writeFileSync(join(dir, "notes.txt"), "not ours")
         writeFileSync(join(dir, ".tmp-999999-abc"), "{")
         writeFileSync(join(dir, ".tmp-4242-abc"), "{")
@@ -96,14 +81,14 @@ describe.skipIf(!pgAvailable)("PostgreSQL: the workers table", () => {
     Effect.gen(function* () {
       const schema = yield* scopedSchema
       const store = yield* pgStoreAt(schema)
-      const good = presence("a", "w1", 100_000)
+      const good = presenceAt("a", "w1", 100_000)
       yield* store.workers.announce(good)
       yield* Effect.promise(() =>
         pgQuery(
           `INSERT INTO "${schema}".workers (queue, instance, worker_id, expires_at, presence)
            VALUES ('default', $1, 'w2', '9999-01-01T00:00:00.000Z', '{"not":"a presence"}'),
                   ('default', $2, 'w3', '9999-01-01T00:00:00.000Z', $3)`,
-          ["b".repeat(32), "c".repeat(32), JSON.stringify(presence("d", "w3", 100_000))]
+          ["b".repeat(32), "c".repeat(32), JSON.stringify(presenceAt("d", "w3", 100_000))]
         )
       )
       assert.deepStrictEqual(yield* store.workers.list, [good])
@@ -123,8 +108,8 @@ describe.skipIf(!pgAvailable)("PostgreSQL: the workers table", () => {
       const schema = yield* scopedSchema
       const a = yield* pgStoreAt(schema, {}, "a")
       const b = yield* pgStoreAt(schema, {}, "b")
-      yield* a.workers.announce(presence("a", "on-a", 1_000))
-      yield* b.workers.announce(presence("b", "on-b", 1_000))
+      yield* a.workers.announce(presenceAt("a", "on-a", 1_000))
+      yield* b.workers.announce(presenceAt("b", "on-b", 1_000))
       assert.deepStrictEqual(
         (yield* a.workers.list).map((entry) => entry.worker_id),
         ["on-a"]
@@ -168,7 +153,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL: the workers table", () => {
         })
         const claimed = yield* limited.claim(receipt.task_id, { workerId: "w", leaseMillis: 60_000 })
         assert.isTrue(Option.isSome(claimed), "the queue works")
-        const refused = yield* Effect.flip(limited.workers.announce(presence("a", "w", 100_000)))
+        const refused = yield* Effect.flip(limited.workers.announce(presenceAt("a", "w", 100_000)))
         assert.strictEqual(refused._tag, "StorageError")
         assert.include(refused.message, "permission denied")
         const report = yield* Effect.provideService(workersOrLeases, TaskStore, limited)

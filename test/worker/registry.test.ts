@@ -9,6 +9,7 @@ import type { TaskRecord } from "../../src/domain/Task.js"
 import { isoTime } from "../../src/domain/time.js"
 import * as Transitions from "../../src/domain/transitions.js"
 import type { WorkerPresence } from "../../src/domain/worker.js"
+import { presenceAt } from "../support/presence.js"
 import { currentWorkers, workersOrLeases, workersView } from "../../src/worker/registry.js"
 
 const Minute = 60_000
@@ -20,20 +21,12 @@ const entry = (
   workerId: string,
   seenAgo: number,
   extra: Partial<WorkerPresence> = {}
-): WorkerPresence => ({
-  instance: digit.repeat(32),
-  worker_id: workerId,
-  hostname: "box",
-  pid: 1,
-  version: "0.1.0",
-  status: "watching",
-  started_at: isoTime(now - seenAgo - Minute),
-  seen_at: isoTime(now - seenAgo),
-  expires_at: isoTime(now - seenAgo + 15_000),
-  concurrency: 2,
-  running: 0,
-  ...extra
-})
+): WorkerPresence =>
+  presenceAt(digit, workerId, now - seenAgo, {
+    pid: 1,
+    started_at: isoTime(now - seenAgo - Minute),
+    ...extra
+  })
 
 /** A task running under a lease of `workerId` on `host`, pid `pid`. */
 const runningTask = (digit: string, workerId: string, host = "box", pid = 1): TaskRecord => {

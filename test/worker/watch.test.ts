@@ -35,8 +35,8 @@ import { Shutdown } from "../../src/services/Shutdown.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import type { TaskStoreShape, WorkerRegistry } from "../../src/services/TaskStore.js"
 import { isoTime } from "../../src/domain/time.js"
-import type { WorkerPresence } from "../../src/domain/worker.js"
 import { Version } from "../../src/version.js"
+import { presenceAt } from "../support/presence.js"
 import type { LogFormat, WorkerStatus } from "../../src/worker/events.js"
 import { describeEvent, describeStatus, WorkerOutput } from "../../src/worker/events.js"
 import type { WatchOptions, WatchSummary } from "../../src/worker/watch.js"
@@ -775,19 +775,8 @@ describe("runWatch worker registry", () => {
     Effect.gen(function* () {
       const world = yield* makeWorld()
       yield* TestClock.adjust(Duration.hours(2))
-      const silent = (digit: string, seenAt: number): WorkerPresence => ({
-        instance: digit.repeat(32),
-        worker_id: `killed-${digit}`,
-        hostname: "elsewhere",
-        pid: 7,
-        version: Version,
-        status: "watching",
-        started_at: isoTime(0),
-        seen_at: isoTime(seenAt),
-        expires_at: isoTime(seenAt + 15_000),
-        concurrency: 1,
-        running: 0
-      })
+      const silent = (digit: string, seenAt: number) =>
+        presenceAt(digit, `killed-${digit}`, seenAt, { hostname: "elsewhere", pid: 7, concurrency: 1 })
       const old = silent("a", 30 * 60_000) // late since 00:30, pruned after 01:30
       const recent = silent("b", 90 * 60_000) // late since 01:30, kept until 02:30
       yield* world.store.workers.announce(old)

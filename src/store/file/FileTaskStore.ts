@@ -209,6 +209,13 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         )
       )
 
+    const check: TaskStoreShape["check"] = Effect.gen(function* () {
+      const { records, invalid } = yield* everything
+      const states = emptyStateCounts()
+      for (const record of records) states[record.state] += 1
+      return { records: records.length + invalid.length, states, invalid_records: invalid }
+    }).pipe(Effect.withSpan("TaskStore.check"))
+
     const store: TaskStoreShape = {
       ...transitionOperations(host, transition),
       submit: Effect.fn("TaskStore.submit")(function* (request) {
@@ -268,19 +275,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         const { records } = yield* everything
         return yield* pageOf(records, request)
       }),
-      check: Effect.gen(function* () {
-        const { records, invalid } = yield* everything
-        const states = emptyStateCounts()
-        for (const record of records) states[record.state] += 1
-        return { records: records.length + invalid.length, states, invalid_records: invalid }
-      }).pipe(Effect.withSpan("TaskStore.check")),
+      check,
       // Terminal states are only in the records: no cheaper way than reading them all.
-      counts: Effect.gen(function* () {
-        const { records } = yield* everything
-        const states = emptyStateCounts()
-        for (const record of records) states[record.state] += 1
-        return states
-      }).pipe(Effect.withSpan("TaskStore.counts")),
+      counts: Effect.map(check, (report) => report.states).pipe(Effect.withSpan("TaskStore.counts")),
       workers
     }
     return store

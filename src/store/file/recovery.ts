@@ -61,9 +61,16 @@ export const loadSecret = ({ fs, path, host, layout }: Deps): Effect.Effect<Uint
   })
 
 /** Remove temp files left by writers that are gone. A live writer's temp file is left alone. */
-export const sweepTempFiles = ({ fs, path, host, layout }: Deps) =>
+export const sweepTempFiles = (deps: Deps) =>
+  sweepTempFilesIn(deps, [deps.layout.root, deps.layout.tasks, deps.layout.locks])
+
+/** As `sweepTempFiles`, in the given directories. */
+export const sweepTempFilesIn = (
+  { fs, path, host }: Pick<Deps, "fs" | "path" | "host">,
+  dirs: ReadonlyArray<string>
+) =>
   Effect.forEach(
-    [layout.root, layout.tasks, layout.locks],
+    dirs,
     (dir) =>
       Effect.flatMap(listDirectory(fs, dir), (names) =>
         Effect.forEach(

@@ -23,7 +23,8 @@ import {
   writeHint
 } from "./durable.js"
 import type { Layout } from "./layout.js"
-import { instanceOfWorkerFile, pidOfTempName, tempName } from "./layout.js"
+import { instanceOfWorkerFile, tempName } from "./layout.js"
+import { sweepTempFilesIn } from "./recovery.js"
 
 interface Deps {
   readonly fs: Files
@@ -65,21 +66,6 @@ export const fileWorkerRegistry = (
         return found
       })
 
-      /** Temp files of heartbeats whose writer died mid-write. */
-      const sweepTemps = Effect.flatMap(listDirectory(fs, layout.workers), (names) =>
-        Effect.forEach(
-          names,
-          (name) => {
-            const pid = pidOfTempName(name)
-            if (pid === undefined) return Effect.void
-            return Effect.flatMap(host.isAlive(pid), (alive) =>
-              alive ? Effect.void : removeIfExists(fs, path.join(layout.workers, name))
-            )
-          },
-          { discard: true }
-        )
-      )
-
       return {
         announce: Effect.fn("TaskStore.workers.announce")(function* (presence: WorkerPresence) {
           yield* ready
@@ -103,7 +89,8 @@ export const fileWorkerRegistry = (
         // again at its next heartbeat.
         prune: Effect.fn("TaskStore.workers.prune")(function* (expiredBefore: number) {
           yield* ready
-          yield* sweepTemps
+          // Temp files of heartbeats whose writer died mid-write.
+          yield* sweepTempFilesIn({ fs, path, host }, [layout.workers])
           const stale = (yield* entries).filter(
             (entry) => entry._tag === "damaged" || timeMillis(entry.presence.expires_at) < expiredBefore
           )

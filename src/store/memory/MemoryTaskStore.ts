@@ -82,6 +82,12 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         })
     }
 
+    const check: TaskStoreShape["check"] = Effect.map(Ref.get(records), (map) => {
+      const states = emptyStateCounts()
+      for (const record of map.values()) states[record.state] += 1
+      return { records: map.size, states, invalid_records: [] }
+    })
+
     const store: TaskStoreShape = {
       ...transitionOperations(host, update),
       submit: Effect.fn("TaskStore.submit")(function* (request) {
@@ -128,16 +134,8 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         const map = yield* Ref.get(records)
         return yield* pageOf(map.values(), request)
       }),
-      check: Effect.map(Ref.get(records), (map) => {
-        const states = emptyStateCounts()
-        for (const record of map.values()) states[record.state] += 1
-        return { records: map.size, states, invalid_records: [] }
-      }),
-      counts: Effect.map(Ref.get(records), (map) => {
-        const states = emptyStateCounts()
-        for (const record of map.values()) states[record.state] += 1
-        return states
-      }),
+      check,
+      counts: Effect.map(check, (report) => report.states),
       workers
     }
     return store

@@ -1,7 +1,8 @@
 /**
  * PostgreSQL's worker registry: the `workers` table, one row per running watcher of a queue,
  * upserted at each heartbeat. The row's `presence` is the same JSON the file store writes; the
- * columns beside it are copies for the prune's `WHERE`.
+ * columns beside it are copies: `expires_at` for the prune's `WHERE`, `worker_id` for people who
+ * query the table.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
