@@ -20,6 +20,11 @@ export const providerOptions = {
   claudeExecutable: text("claude-executable", "Absolute path of the Claude Code CLI"),
   codexExecutable: text("codex-executable", "Absolute path of the Codex CLI"),
   workDir: text("work-dir", "Absolute path of the directory the CLIs run in"),
+  codexSkipGitCheck: Options.boolean("codex-skip-git-check").pipe(
+    Options.withDescription(
+      "Let Codex run in a work dir that is not a git repository (off: Codex refuses; see SECURITY.md)"
+    )
+  ),
   ollamaUrl: text("ollama-url", "Ollama on this machine, e.g. http://127.0.0.1:11434"),
   openaiUrl: text("openai-url", "An OpenAI-compatible server on this machine, e.g. http://127.0.0.1:8080"),
   stripEnv: Options.text("strip-env").pipe(
@@ -45,6 +50,7 @@ export const NoProviderFlags: ProviderArgs = {
   claudeExecutable: Option.none(),
   codexExecutable: Option.none(),
   workDir: Option.none(),
+  codexSkipGitCheck: false,
   ollamaUrl: Option.none(),
   openaiUrl: Option.none(),
   stripEnv: [],
@@ -59,6 +65,7 @@ const ConfigFile = Schema.parseJson(
     claude_executable: Schema.optional(Schema.String),
     codex_executable: Schema.optional(Schema.String),
     work_dir: Schema.optional(Schema.String),
+    codex_skip_git_check: Schema.optional(Schema.Boolean),
     ollama_url: Schema.optional(Schema.String),
     openai_url: Schema.optional(Schema.String),
     strip_env: Schema.optional(Schema.Array(Schema.String)),
@@ -85,6 +92,14 @@ export const parseSize = (value: string): Either.Either<number, string> => {
     return Either.left(`${JSON.stringify(value)} is not a size (try 8MiB)`)
   const bytes = Number(match[1]) * unit
   return bytes > 0 ? Either.right(bytes) : Either.left("must be larger than zero")
+}
+
+/** An on/off environment variable: 1/true/yes or 0/false/no, nothing else. */
+export const parseSwitch = (value: string): Either.Either<boolean, string> => {
+  const word = value.trim().toLowerCase()
+  if (["1", "true", "yes"].includes(word)) return Either.right(true)
+  if (["0", "false", "no"].includes(word)) return Either.right(false)
+  return Either.left("must be 1, true or yes (on) or 0, false or no (off)")
 }
 
 const readConfigFile = (root: string) =>
@@ -125,6 +140,11 @@ export const resolveProviderSettings = (args: ProviderArgs, root: string) =>
             onRight: (a) => Effect.succeed(a)
           })
     const stripFromEnv = yield* env("RELAYKEEP_STRIP_ENV")
+    const skipGitFromEnv = yield* parsed(
+      "RELAYKEEP_CODEX_SKIP_GIT_CHECK",
+      Option.getOrUndefined(yield* env("RELAYKEEP_CODEX_SKIP_GIT_CHECK")),
+      parseSwitch
+    )
     const settings: ProviderSettings = {
       claudeExecutable: yield* pick(
         args.claudeExecutable,
@@ -133,6 +153,7 @@ export const resolveProviderSettings = (args: ProviderArgs, root: string) =>
       ),
       codexExecutable: yield* pick(args.codexExecutable, "RELAYKEEP_CODEX_EXECUTABLE", file.codex_executable),
       workDir: yield* pick(args.workDir, "RELAYKEEP_WORK_DIR", file.work_dir),
+      codexSkipGitCheck: args.codexSkipGitCheck || (skipGitFromEnv ?? file.codex_skip_git_check ?? false),
       ollamaUrl: yield* parsed(
         "--ollama-url",
         yield* pick(args.ollamaUrl, "RELAYKEEP_OLLAMA_URL", file.ollama_url),

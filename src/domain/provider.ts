@@ -38,6 +38,19 @@ export const ModelEvidence = Schema.Struct({
   model_usage: Schema.optional(Schema.Unknown)
 })
 
+/**
+ * A notice or error a CLI reported on the way (Codex's `error` events, its reconnects among
+ * them), kept as it said it, cut at MaxDetailChars. The outcome is decided elsewhere.
+ */
+export const CliEvent = Schema.Struct({
+  type: Schema.String,
+  message: Schema.String
+})
+export type CliEvent = typeof CliEvent.Type
+
+/** At most this many events in a receipt: the first ones, then a count of what was left out. */
+export const MaxReceiptEvents = 20
+
 /** What one attempt of a provider did, appended to the task's attempt. Never estimated. */
 export const AttemptReceipt = Schema.Struct({
   provider: Schema.String,
@@ -51,8 +64,13 @@ export const AttemptReceipt = Schema.Struct({
   http_status: Schema.NullOr(Schema.Int),
   usage: Schema.NullOr(Schema.Unknown),
   cost_usd: Schema.NullOr(Schema.Number),
+  /** Of stdout (a CLI) or the body (a model server), as far as it got when the attempt ended. */
   output_sha256: Schema.NullOr(Schema.String),
-  output_bytes: Schema.NullOr(Schema.Int)
+  output_bytes: Schema.NullOr(Schema.Int),
+  /** The CLI's own notices and errors on the way, when it reported any. */
+  events: Schema.optional(Schema.Array(CliEvent)),
+  /** How many more events there were than `events` keeps. */
+  events_dropped: Schema.optional(Schema.Int)
 })
 export type AttemptReceipt = typeof AttemptReceipt.Type
 

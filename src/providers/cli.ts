@@ -4,19 +4,20 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Ref } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
 import { ProviderUnavailable } from "../domain/errors.js"
-import type { AttemptReceipt } from "../domain/provider.js"
+import type { AttemptReceipt, CliEvent } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
 import type { ProviderPayload } from "../domain/provider.js"
 import type { ProviderTask } from "../services/Provider.js"
 import { Host } from "../services/Host.js"
 import { decodePayload } from "./payload.js"
-import type { ProcessOutcome } from "./process.js"
+import type { OutputSoFar } from "./process.js"
 import { runBounded } from "./process.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
+import { boundedEvents } from "./verdict.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
 
@@ -55,42 +56,59 @@ export const childEnvironment = (
   return Object.fromEntries(Object.entries(environment).filter(([name]) => !strip.has(name)))
 }
 
+const NoModelIdentity = (provider: string) => `the ${provider} CLI does not report which model answered`
+
 /** The receipt of a CLI run: no model identity (the CLIs do not report which model answered). */
 export const cliReceipt = (
   provider: string,
   requestedModel: string,
-  run: ProcessOutcome,
-  extra: { readonly usage: unknown; readonly costUsd: number | null; readonly modelUsage?: unknown }
+  run: {
+    readonly exitCode: number | null
+    readonly stdout: Uint8Array
+    readonly startedAt: number
+    readonly endedAt: number
+  },
+  accounting: {
+    readonly usage: unknown
+    readonly costUsd: number | null
+    readonly modelUsage?: unknown
+    readonly events: ReadonlyArray<CliEvent>
+  }
 ): AttemptReceipt => ({
   provider,
   requested_model: requestedModel,
   model: null,
   model_evidence: {
     verified: false,
-    source: `the ${provider} CLI does not report which model answered`,
-    ...(extra.modelUsage === undefined ? {} : { model_usage: extra.modelUsage })
+    source: NoModelIdentity(provider),
+    ...(accounting.modelUsage === undefined ? {} : { model_usage: accounting.modelUsage })
   },
   started_at: isoTime(run.startedAt),
   ended_at: isoTime(run.endedAt),
   duration_ms: run.endedAt - run.startedAt,
   exit_code: run.exitCode,
   http_status: null,
-  usage: extra.usage ?? null,
-  cost_usd: extra.costUsd,
+  usage: accounting.usage ?? null,
+  cost_usd: accounting.costUsd,
   output_sha256: sha256Hex(run.stdout),
-  output_bytes: run.stdout.length
+  output_bytes: run.stdout.length,
+  ...boundedEvents(accounting.events)
 })
 
 /**
  * Everything before a CLI's output is read, shared by Claude and Codex: decode the payload,
  * check the worker's paths, and run the executable within the worker's limits. Nothing is
- * started when the payload or the paths are wrong.
+ * started when the payload or the paths are wrong. A run stopped before its end (a timeout,
+ * an output past the limit, a cancel or a shutdown) still leaves a receipt: the hash and size
+ * of the output so far and the CLI's own events in it (`eventsOf`); a cancel or shutdown hands
+ * it to the task's `onStopped`, since an interrupted attempt fails with nothing.
  */
 export const makeCliLauncher = (
   provider: "claude" | "codex",
   executable: string | undefined,
   argsFor: (model: string) => ReadonlyArray<string>,
-  settings: ProviderSettings
+  settings: ProviderSettings,
+  eventsOf: (stdout: string) => ReadonlyArray<CliEvent>
 ) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
@@ -101,6 +119,18 @@ export const makeCliLauncher = (
         const payload: ProviderPayload = yield* decodePayload(provider, task.payload)
         const paths = yield* checkCliPaths(fs, provider, executable, settings.workDir)
         const startedAt = yield* Clock.currentTimeMillis
+        const stopped = yield* Ref.make<AttemptReceipt | undefined>(undefined)
+        const receiptSoFar = (soFar: OutputSoFar): AttemptReceipt =>
+          cliReceipt(
+            provider,
+            payload.model,
+            { ...soFar, exitCode: null },
+            {
+              usage: null,
+              costUsd: null,
+              events: eventsOf(new TextDecoder().decode(soFar.stdout))
+            }
+          )
         const run = yield* runBounded({
           provider,
           executable: paths.executable,
@@ -116,26 +146,27 @@ export const makeCliLauncher = (
           timeoutMillis: settings.taskTimeoutMillis,
           graceMillis: settings.killGraceMillis,
           maxOutputBytes: settings.maxOutputBytes,
-          onSpawn: task.onSpawn
+          onSpawn: task.onSpawn,
+          onStopped: (soFar) => Ref.set(stopped, receiptSoFar(soFar))
         }).pipe(
+          Effect.onInterrupt(() =>
+            Effect.flatMap(Ref.get(stopped), (receipt) =>
+              receipt === undefined || task.onStopped === undefined ? Effect.void : task.onStopped(receipt)
+            )
+          ),
           // A run that was stopped still started: its attempt keeps a receipt of what is known.
           Effect.catchAll((error) =>
-            Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
+            Effect.flatMap(Effect.zip(Ref.get(stopped), Clock.currentTimeMillis), ([receipt, endedAt]) =>
               Effect.fail(
                 withReceipt(
                   error,
-                  stoppedReceipt(
-                    provider,
-                    payload.model,
-                    startedAt,
-                    endedAt,
-                    `the ${provider} CLI does not report which model answered`
-                  )
+                  receipt ??
+                    stoppedReceipt(provider, payload.model, startedAt, endedAt, NoModelIdentity(provider))
                 )
               )
             )
           )
         )
-        return { payload, run }
+        return { payload, run, workDir: paths.workDir }
       }).pipe(Effect.provide(context))
   })

@@ -1,19 +1,28 @@
 /**
  * Codex: `codex exec --json --model M -`, the prompt on stdin, in the work dir. Its stdout is
- * JSONL events; the answer is the last agent message, and token counts come when reported.
+ * JSONL events. The turn decides the outcome (`turn.completed` with an agent message, or
+ * `turn.failed`), never an `error` event on the way: Codex prints those for its own
+ * reconnects and then often finishes normally. They are kept in the receipt as events.
  */
 import { Effect, Option, Schema } from "effect"
 import { ProviderFailed } from "../domain/errors.js"
+import type { CliEvent } from "../domain/provider.js"
 import { MaxDetailChars, truncate } from "../domain/provider.js"
 import { cliReceipt, makeCliLauncher } from "./cli.js"
 import type { ProviderDefinition } from "./registry.js"
 import type { ProviderSettings } from "./settings.js"
+import type { CliRun, CliVerdict } from "./verdict.js"
+import { isTransientStatus, lineMatching } from "./verdict.js"
 
 /** The events RelayKeep reads (current `codex exec --json` and the older `msg` envelope). */
 const Event = Schema.Union(
   Schema.Struct({
     type: Schema.Literal("item.completed"),
-    item: Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+    item: Schema.Struct({
+      type: Schema.String,
+      text: Schema.optional(Schema.String),
+      message: Schema.optional(Schema.String)
+    })
   }),
   Schema.Struct({ type: Schema.Literal("turn.completed"), usage: Schema.optional(Schema.Unknown) }),
   Schema.Struct({
@@ -33,19 +42,30 @@ const Event = Schema.Union(
 const decodeEvent = Schema.decodeUnknownOption(Schema.parseJson(Event))
 
 export interface CodexReading {
+  /** The last agent message. */
   readonly message: string | undefined
   readonly usage: unknown
-  readonly failure: string | undefined
+  /** How the last turn ended, if it did: `turn.completed` or `turn.failed` (and its error). */
+  readonly turn:
+    | { readonly _tag: "completed" }
+    | { readonly _tag: "failed"; readonly error: string }
+    | { readonly _tag: "none" }
+  /** Codex's own notices and errors on the way: `error` events and error items. */
+  readonly events: ReadonlyArray<CliEvent>
+  /** A failure the older `msg` envelope reported (no turn events there). */
+  readonly legacyFailure: string | undefined
   /** Lines that are not JSON at all. */
   readonly malformed: number
 }
 
-/** Read Codex's JSONL stdout: the final agent message, token counts, a reported failure. */
+/** Read Codex's JSONL stdout: the final agent message, token counts, the turn, the notices. */
 export const readCodexEvents = (stdout: string): CodexReading => {
   let message: string | undefined
   let usage: unknown = null
-  let failure: string | undefined
+  let turn: CodexReading["turn"] = { _tag: "none" }
+  let legacyFailure: string | undefined
   let malformed = 0
+  const events: Array<CliEvent> = []
   for (const line of stdout.split("\n")) {
     if (line.trim() === "") continue
     const event = decodeEvent(line)
@@ -54,60 +74,190 @@ export const readCodexEvents = (stdout: string): CodexReading => {
       continue
     }
     const e = event.value
-    if ("item" in e && e.item.type === "agent_message" && e.item.text !== undefined) message = e.item.text
-    else if ("usage" in e && e.type === "turn.completed") usage = e.usage ?? usage
-    else if ("error" in e && e.type === "turn.failed") failure = e.error?.message ?? "turn failed"
-    else if ("message" in e && e.type === "error") failure = e.message
+    if ("item" in e) {
+      if (e.item.type === "agent_message" && e.item.text !== undefined) message = e.item.text
+      else if (e.item.type === "error" && e.item.message !== undefined)
+        events.push({ type: "item.error", message: e.item.message })
+    } else if ("usage" in e && e.type === "turn.completed") {
+      usage = e.usage ?? usage
+      turn = { _tag: "completed" }
+    } else if ("error" in e && e.type === "turn.failed") {
+      turn = { _tag: "failed", error: e.error?.message ?? "turn failed" }
+    } else if ("message" in e && e.type === "error") events.push({ type: "error", message: e.message })
     else if ("msg" in e && e.msg.type === "agent_message" && e.msg.message !== undefined)
       message = e.msg.message
     else if ("msg" in e && e.msg.type === "token_count") usage = e.msg.info ?? usage
-    else if ("msg" in e && e.msg.type === "error") failure = e.msg.message ?? "error"
+    else if ("msg" in e && e.msg.type === "error") legacyFailure = e.msg.message ?? "error"
+    else if ("type" in e && e.type === "turn.completed") turn = { _tag: "completed" }
   }
-  return { message, usage, failure, malformed }
+  return { message, usage, turn, events, legacyFailure, malformed }
 }
 
-export const codexArgs = (model: string): ReadonlyArray<string> => ["exec", "--json", "--model", model, "-"]
+/** How the worker asks Codex to run: `--skip-git-repo-check` only when the user chose it. */
+export interface CodexOptions {
+  readonly skipGitCheck: boolean
+}
+
+export const codexArgs =
+  (options: CodexOptions) =>
+  (model: string): ReadonlyArray<string> => [
+    "exec",
+    "--json",
+    "--model",
+    model,
+    ...(options.skipGitCheck ? ["--skip-git-repo-check"] : []),
+    "-"
+  ]
+
+interface Classified {
+  readonly reason: string
+  readonly retryable: boolean
+}
+
+/**
+ * Why a turn failed, from Codex's message: authentication, a missing variable and an unknown
+ * model need the user; rate limits, overload, 5xx and dropped connections pass.
+ */
+export const classifyCodexError = (message: string): Classified => {
+  const said = truncate(message, MaxDetailChars)
+  const status = /\b(?:status:?|status code)\s*(\d{3})\b/i.exec(message)?.[1]
+  const missing = /Missing environment variable: `([^`]+)`/.exec(message)?.[1]
+  if (missing !== undefined)
+    return {
+      reason: `its model provider needs the environment variable ${missing}: set it in the worker's environment (and keep it out of --strip-env)`,
+      retryable: false
+    }
+  if (
+    status === "401" ||
+    status === "403" ||
+    /Unauthorized|invalid_api_key|Incorrect API key|not logged in/i.test(message)
+  )
+    return {
+      reason: `could not authenticate (${said}): run \`codex login\` as the worker's user, or fix the key of the model provider in its config.toml`,
+      retryable: false
+    }
+  if (
+    status === "404" ||
+    /model_not_found|model .* does not exist|unknown model|model is not supported/i.test(message)
+  )
+    return { reason: `the model was refused (${said}): check the payload's model`, retryable: false }
+  if (
+    (status !== undefined && isTransientStatus(Number(status))) ||
+    /Too Many Requests|rate.?limit|high demand|overloaded|stream disconnected|Connection failed|error sending request|timed? ?out/i.test(
+      message
+    )
+  )
+    return { reason: `the model API failed (${said}); another attempt may succeed`, retryable: true }
+  return { reason: `the turn failed: ${said}`, retryable: false }
+}
+
+/**
+ * Errors Codex prints on stderr before any turn, which another attempt would meet again: each
+ * is a setting of the worker's, named with the fix.
+ */
+export const classifyCodexStartup = (stderr: string, workDir: string): Classified | undefined => {
+  if (/--skip-git-repo-check/.test(stderr) && /trusted directory|git repo/i.test(stderr))
+    return {
+      reason: `refuses to run outside a git repository, and the work dir ${workDir} is not in one: run \`git init\` there, or start the worker with --codex-skip-git-check (see SECURITY.md for what that gives up)`,
+      retryable: false
+    }
+  const config = lineMatching(stderr, /config(uration)?\.toml|error loading config|invalid config/i)
+  if (config !== undefined)
+    return {
+      reason: `could not load its configuration: ${truncate(config, MaxDetailChars)}`,
+      retryable: false
+    }
+  const usage = lineMatching(stderr, /unexpected argument|unrecognized (option|subcommand)|Usage: codex/i)
+  if (usage !== undefined)
+    return {
+      reason: `refused its command line (${truncate(usage, MaxDetailChars)}): this Codex release does not take the flags RelayKeep passes; see docs/providers.md for the tested versions`,
+      retryable: false
+    }
+  const login = lineMatching(stderr, /not logged in|codex login|OPENAI_API_KEY/i)
+  if (login !== undefined)
+    return {
+      reason: `is not logged in (${truncate(login, MaxDetailChars)}): run \`codex login\` as the worker's user`,
+      retryable: false
+    }
+  return undefined
+}
+
+/** What a Codex run came to. */
+export const judgeCodex = (run: CliRun, workDir: string): CliVerdict => {
+  const reading = readCodexEvents(run.stdout)
+  const accounting = { usage: reading.usage, costUsd: null, events: reading.events }
+  const failed = (classified: Classified, detail?: string): CliVerdict => ({
+    _tag: "Failed",
+    ...accounting,
+    ...classified,
+    detail
+  })
+  switch (reading.turn._tag) {
+    case "failed":
+      return failed(classifyCodexError(reading.turn.error), reading.turn.error)
+    case "completed":
+      if (reading.message === undefined)
+        return failed({ reason: "the turn completed without an agent message", retryable: false })
+      return run.exitCode === 0
+        ? { _tag: "Answered", ...accounting, text: reading.message }
+        : failed({ reason: `exited with code ${run.exitCode} after its turn completed`, retryable: true })
+    case "none":
+      break
+  }
+  // No turn ended: an older Codex (the `msg` envelope), or one that stopped before its turn.
+  if (reading.legacyFailure !== undefined)
+    return failed(classifyCodexError(reading.legacyFailure), reading.legacyFailure)
+  if (run.exitCode !== 0) {
+    const startup = classifyCodexStartup(run.stderr, workDir)
+    return startup !== undefined
+      ? failed(startup)
+      : failed({ reason: `exited with code ${run.exitCode} before its turn ended`, retryable: true })
+  }
+  if (reading.message !== undefined) return { _tag: "Answered", ...accounting, text: reading.message }
+  return failed({
+    reason:
+      reading.malformed > 0 ? "the output is not Codex's JSON events" : "no agent message in the output",
+    retryable: false
+  })
+}
 
 export const makeCodexProvider = (settings: ProviderSettings) =>
   Effect.gen(function* () {
-    const launch = yield* makeCliLauncher("codex", settings.codexExecutable, codexArgs, settings)
+    const launch = yield* makeCliLauncher(
+      "codex",
+      settings.codexExecutable,
+      codexArgs({ skipGitCheck: settings.codexSkipGitCheck }),
+      settings,
+      (stdout) => readCodexEvents(stdout).events
+    )
     const definition: ProviderDefinition = {
       name: "codex",
       run: (task) =>
         Effect.gen(function* () {
-          const { payload, run } = yield* launch(task)
-          const reading = readCodexEvents(new TextDecoder().decode(run.stdout))
-          const receipt = cliReceipt("codex", payload.model, run, { usage: reading.usage, costUsd: null })
-          const fail = (reason: string, retryable: boolean) =>
-            new ProviderFailed({
+          const { payload, run, workDir } = yield* launch(task)
+          const verdict = judgeCodex(
+            { exitCode: run.exitCode, stdout: new TextDecoder().decode(run.stdout), stderr: run.stderrEnd },
+            workDir
+          )
+          const receipt = cliReceipt("codex", payload.model, run, verdict)
+          if (verdict._tag === "Failed")
+            return yield* new ProviderFailed({
               provider: "codex",
-              reason,
-              retryable,
+              reason: verdict.reason,
+              retryable: verdict.retryable,
               stderr_tail: run.stderrTail,
-              ...(reading.failure === undefined
+              ...(verdict.detail === undefined
                 ? {}
-                : { stdout_error: truncate(reading.failure, MaxDetailChars) }),
+                : { stdout_error: truncate(verdict.detail, MaxDetailChars) }),
               receipt
             })
-          if (reading.failure !== undefined) return yield* fail("reported an error", false)
-          if (reading.message === undefined) {
-            return yield* run.exitCode === 0
-              ? fail(
-                  reading.malformed > 0
-                    ? "the output is not Codex's JSON events"
-                    : "no agent message in the output",
-                  false
-                )
-              : fail(`exited with code ${run.exitCode} without a result`, true)
-          }
-          if (run.exitCode !== 0) return yield* fail(`exited with code ${run.exitCode}`, true)
           return {
             result: {
               provider: "codex",
               requested_model: payload.model,
               model: null,
               model_evidence: receipt.model_evidence,
-              text: reading.message
+              text: verdict.text
             },
             receipt
           }

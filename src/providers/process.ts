@@ -6,7 +6,7 @@
  */
 import * as Command from "@effect/platform/Command"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
-import { Clock, Duration, Effect, Option, Ref, Schedule, Stream } from "effect"
+import { Clock, Duration, Effect, Exit, Option, Ref, Schedule, Stream } from "effect"
 import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/errors.js"
 import { MaxDetailChars, tail } from "../domain/provider.js"
 import { Host } from "../services/Host.js"
@@ -23,6 +23,20 @@ export interface ProcessSpec {
   readonly maxOutputBytes: number
   /** Told the child's process group once it runs (the worker records it for reapers). */
   readonly onSpawn?: ((pgid: number) => Effect.Effect<void>) | undefined
+  /**
+   * Told what the child had written when a run ends without an outcome (a timeout, an output
+   * past the limit, a failure to read, an interrupt), once its processes are stopped: the
+   * receipt of a stopped attempt keeps the hash and size of the output so far.
+   */
+  readonly onStopped?: ((soFar: OutputSoFar) => Effect.Effect<void>) | undefined
+}
+
+/** What a stopped child had written. */
+export interface OutputSoFar {
+  readonly stdout: Uint8Array
+  readonly stderrEnd: string
+  readonly startedAt: number
+  readonly endedAt: number
 }
 
 export interface ProcessOutcome {
@@ -30,6 +44,8 @@ export interface ProcessOutcome {
   readonly stdout: Uint8Array
   /** The end of stderr, at most 300 characters, marked when cut. */
   readonly stderrTail: string
+  /** The end of stderr as kept while the child ran (8 KiB): what adapters search for known errors. */
+  readonly stderrEnd: string
   readonly startedAt: number
   readonly endedAt: number
 }
@@ -46,6 +62,9 @@ class Ended {
   readonly _tag = "Ended"
   constructor(readonly reason: string) {}
 }
+
+const keptBytes = (chunks: ReadonlyArray<Uint8Array>): number =>
+  chunks.reduce((total, chunk) => total + chunk.length, 0)
 
 const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
   const out = new Uint8Array(size)
@@ -102,19 +121,29 @@ export const runBounded = (
         )
       )
       const pgid = child.pid
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      const stderr = yield* Ref.make("")
+      // Registered first, so it runs last: after the tree below is stopped.
+      yield* Effect.addFinalizer((exit) =>
+        Exit.isSuccess(exit) || spec.onStopped === undefined
+          ? Effect.void
+          : Effect.flatMap(Effect.zip(Ref.get(stderr), Clock.currentTimeMillis), ([stderrEnd, endedAt]) =>
+              spec.onStopped === undefined
+                ? Effect.void
+                : spec.onStopped({ stdout: concat(chunks, keptBytes(chunks)), stderrEnd, startedAt, endedAt })
+            )
+      )
       // However the attempt ends, interrupted included (a worker shutting down), the tree goes.
       yield* Effect.addFinalizer(() => stopGroup(pgid, spec.graceMillis))
       // Told in the background: the output must be read from the start, whatever that costs.
       if (spec.onSpawn !== undefined) yield* Effect.forkDaemon(spec.onSpawn(pgid))
-      const stderr = yield* Ref.make("")
       const stderrDone = yield* child.stderr.pipe(
         Stream.decodeText(),
         Stream.runForEach((text) => Ref.update(stderr, (kept) => (kept + text).slice(-StderrKeep))),
         Effect.ignore,
         Effect.fork
       )
-      const chunks: Array<Uint8Array> = []
-      let size = 0
       const stdout = child.stdout.pipe(
         Stream.mapError((error) => new Ended(`reading its output failed: ${error.message}`)),
         Stream.runForEach((chunk) => {
@@ -134,7 +163,8 @@ export const runBounded = (
       // However it ended, nothing of the tree outlives the attempt.
       yield* stopGroup(pgid, spec.graceMillis)
       yield* Effect.timeoutOption(stderrDone.await, Duration.seconds(1))
-      const detail = { stderr_tail: tail((yield* Ref.get(stderr)).trim(), MaxDetailChars) }
+      const stderrEnd = yield* Ref.get(stderr)
+      const detail = { stderr_tail: tail(stderrEnd.trim(), MaxDetailChars) }
       if (finished._tag === "Left" && finished.left._tag === "Ended") {
         return yield* new ProviderFailed({
           provider: spec.provider,
@@ -158,6 +188,7 @@ export const runBounded = (
         exitCode,
         stdout: concat(chunks, size),
         stderrTail: detail.stderr_tail,
+        stderrEnd,
         startedAt,
         endedAt: yield* Clock.currentTimeMillis
       }

@@ -10,6 +10,11 @@ export interface ProviderSettings {
   readonly codexExecutable: string | undefined
   /** The directory the CLIs run in; absolute, and it must exist. */
   readonly workDir: string | undefined
+  /**
+   * Let Codex run outside a git repository (`--skip-git-repo-check`). Off by default: a work
+   * dir under git is how a user reviews and undoes what an unattended agent changed.
+   */
+  readonly codexSkipGitCheck: boolean
   /** Loopback http base URLs, checked when the worker starts. */
   readonly ollamaUrl: URL | undefined
   readonly openaiUrl: URL | undefined
@@ -29,6 +34,7 @@ export const defaultSettings: ProviderSettings = {
   claudeExecutable: undefined,
   codexExecutable: undefined,
   workDir: undefined,
+  codexSkipGitCheck: false,
   ollamaUrl: undefined,
   openaiUrl: undefined,
   stripEnv: [],

@@ -30,6 +30,12 @@ export interface ProviderTask {
    * worker records it so that a reaper can stop them if the worker dies.
    */
   readonly onSpawn?: ((pgid: number) => Effect.Effect<void>) | undefined
+  /**
+   * Called when the attempt is interrupted (a cancel, a shutdown) after its processes were
+   * stopped, with the receipt of what it had done so far (output hash and size, the CLI's
+   * events): an interrupted run fails with nothing, so this is how its receipt gets out.
+   */
+  readonly onStopped?: ((receipt: AttemptReceipt) => Effect.Effect<void>) | undefined
 }
 
 /** What a provider hands back: the task's result (a JSON value) and what the attempt did. */

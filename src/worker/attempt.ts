@@ -6,7 +6,7 @@
  * a cancel stops them and records `cancelled`; a lost lease stops them (the task is someone
  * else's now); an interruption (a worker shutting down) stops them and gives the task back.
  */
-import { Clock, Duration, Effect, Either, Exit, Fiber, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Either, Exit, Fiber, Option, Ref, Schedule } from "effect"
 import { ProviderFailed } from "../domain/errors.js"
 import type { StaleAttempt, StorageError } from "../domain/errors.js"
 import type { TaskId } from "../domain/ids.js"
@@ -107,8 +107,11 @@ export const runAttempt = (
           Effect.logWarning(`process group of task ${taskId} not recorded: ${error.message}`)
         )
       )
+    // What a cancelled run had done: its provider hands the receipt over as it stops.
+    const stoppedReceipt = yield* Ref.make<AttemptReceipt | undefined>(undefined)
+    const onStopped = (receipt: AttemptReceipt) => Ref.set(stoppedReceipt, receipt)
     const running = yield* provider
-      .run({ taskId, attempt: lease.attempt, payload: record.payload, onSpawn })
+      .run({ taskId, attempt: lease.attempt, payload: record.payload, onSpawn, onStopped })
       .pipe(
         // A bug in a provider fails its task; it must not leave the task running and stop the worker.
         Effect.catchAllDefect((defect) =>
@@ -193,9 +196,10 @@ export const runAttempt = (
               )
         )
       )
+    const cancelledReceipt = yield* Ref.get(stoppedReceipt)
     const write = (): Effect.Effect<AttemptEnd, StorageError> => {
       if (ended._tag === "cancel")
-        return fenced(store.stopCancelled(taskId, lease), () => ({ _tag: "cancelled" }))
+        return fenced(store.stopCancelled(taskId, lease, cancelledReceipt), () => ({ _tag: "cancelled" }))
       if (finished === undefined)
         return Effect.succeed({
           _tag: "stale",

@@ -134,7 +134,7 @@ describe("claude provider", { timeout: 120_000 }, () => {
       assert.strictEqual(view.state, "failed")
       assert.deepStrictEqual(view.error, {
         tag: "ProviderFailed",
-        message: "claude: reported an error (error_during_execution)",
+        message: "claude: stopped (error_during_execution): Credit balance is too low",
         retryable: false,
         stdout_error: text
       })
@@ -199,12 +199,27 @@ describe("claude provider", { timeout: 120_000 }, () => {
       const config = settings({ claudeExecutable: fakeClaude, workDir: box.workDir })
       const failure = failureTagged(
         yield* runProvider(payload("hello")).pipe(
-          Effect.provide(providerLayer(config, box.env("exit", { FAKE_STDERR: "Error: not logged in\n" })))
+          Effect.provide(providerLayer(config, box.env("exit", { FAKE_STDERR: "Error: the disk is full\n" })))
         ),
         "ProviderFailed"
       )
-      assert.strictEqual(failure.stderr_tail, "Error: not logged in")
+      assert.strictEqual(failure.stderr_tail, "Error: the disk is full")
       assert.isTrue(failure.retryable, "a crash without a result may pass on another attempt")
+    })
+  )
+
+  it.scopedLive("a login error on stderr fails at once, not retryable, saying what to do", () =>
+    Effect.gen(function* () {
+      const box = yield* sandbox
+      const config = settings({ claudeExecutable: fakeClaude, workDir: box.workDir })
+      const failure = failureTagged(
+        yield* runProvider(payload("hello")).pipe(
+          Effect.provide(providerLayer(config, box.env("exit", { FAKE_STDERR: "Error: Not logged in\n" })))
+        ),
+        "ProviderFailed"
+      )
+      assert.strictEqual(failure.message, "claude: not logged in: run `claude` and log in as the worker's user")
+      assert.isFalse(failure.retryable)
     })
   )
 })

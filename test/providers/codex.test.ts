@@ -88,14 +88,14 @@ describe("codex provider", { timeout: 120_000 }, () => {
       const box = yield* sandbox
       const config = settings({ codexExecutable: fakeCodex, workDir: box.workDir })
       const short = yield* submitAndRun(payload("hello")).pipe(
-        Effect.provide(workerLayer(config, box.env("turn_failed", { FAKE_TEXT: "stream disconnected" })))
+        Effect.provide(workerLayer(config, box.env("turn_failed", { FAKE_TEXT: "the sandbox denied it" })))
       )
       assert.strictEqual(short.state, "failed")
       assert.deepStrictEqual(short.error, {
         tag: "ProviderFailed",
-        message: "codex: reported an error",
+        message: "codex: the turn failed: the sandbox denied it",
         retryable: false,
-        stdout_error: "stream disconnected"
+        stdout_error: "the sandbox denied it"
       })
       const text = "x".repeat(250) + "y".repeat(250)
       const long = failureTagged(
@@ -134,7 +134,7 @@ describe("codex provider", { timeout: 120_000 }, () => {
         ),
         "ProviderFailed"
       )
-      assert.strictEqual(failure.message, "codex: exited with code 7 without a result")
+      assert.strictEqual(failure.message, "codex: exited with code 7 before its turn ended")
       assert.strictEqual(failure.stderr_tail, `[truncated] ${stderr.slice(-300)}`)
       assert.isTrue(failure.retryable)
       assert.strictEqual(failure.receipt?.exit_code, 7)

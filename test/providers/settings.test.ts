@@ -40,6 +40,7 @@ const fromFile = JSON.stringify({
   claude_executable: "/file/claude",
   codex_executable: "/file/codex",
   work_dir: "/file/work",
+  codex_skip_git_check: true,
   ollama_url: "http://127.0.0.1:1111",
   openai_url: "http://localhost:2222/v1",
   strip_env: ["FILE_SECRET"],
@@ -51,6 +52,7 @@ const fileSettings = {
   claudeExecutable: "/file/claude",
   codexExecutable: "/file/codex",
   workDir: "/file/work",
+  codexSkipGitCheck: true,
   ollamaUrl: "http://127.0.0.1:1111/",
   openaiUrl: "http://localhost:2222/v1",
   stripEnv: ["FILE_SECRET"],
@@ -62,6 +64,7 @@ const fromEnv = {
   RELAYKEEP_CLAUDE_EXECUTABLE: "/env/claude",
   RELAYKEEP_CODEX_EXECUTABLE: "/env/codex",
   RELAYKEEP_WORK_DIR: "/env/work",
+  RELAYKEEP_CODEX_SKIP_GIT_CHECK: "no",
   RELAYKEEP_OLLAMA_URL: "http://[::1]:3333",
   RELAYKEEP_OPENAI_URL: "http://127.0.0.1:4444",
   RELAYKEEP_STRIP_ENV: "ENV_A, ENV_B",
@@ -73,6 +76,7 @@ const envSettings = {
   claudeExecutable: "/env/claude",
   codexExecutable: "/env/codex",
   workDir: "/env/work",
+  codexSkipGitCheck: false,
   ollamaUrl: "http://[::1]:3333/",
   openaiUrl: "http://127.0.0.1:4444/",
   stripEnv: ["ENV_A", "ENV_B"],
@@ -90,6 +94,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
         claudeExecutable: undefined,
         codexExecutable: undefined,
         workDir: undefined,
+        codexSkipGitCheck: false,
         ollamaUrl: undefined,
         openaiUrl: undefined,
         stripEnv: [],
@@ -110,6 +115,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
       const options: Partial<ProviderArgs> = {
         claudeExecutable: Option.some("/option/claude"),
         workDir: Option.some("/option/work"),
+        codexSkipGitCheck: true,
         ollamaUrl: Option.some("http://localhost:5555"),
         stripEnv: ["OPTION_SECRET"],
         taskTimeout: Option.some("2h"),
@@ -119,6 +125,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
         ...envSettings,
         claudeExecutable: "/option/claude",
         workDir: "/option/work",
+        codexSkipGitCheck: true,
         ollamaUrl: "http://localhost:5555/",
         stripEnv: ["OPTION_SECRET"],
         taskTimeoutMillis: 7_200_000,
@@ -152,7 +159,21 @@ describe("provider settings", { timeout: 180_000 }, () => {
     ["an https URL in config.json", '{"openai_url": "https://127.0.0.1:1"}', {}, "--openai-url", /https:/],
     ["a bad duration", undefined, { RELAYKEEP_TASK_TIMEOUT: "soon" }, "--task-timeout", /not a duration/],
     ["a zero grace", '{"kill_grace": "0s"}', {}, "--kill-grace", /longer than zero/],
-    ["a bad size", undefined, { RELAYKEEP_MAX_OUTPUT: "lots" }, "--max-output", /not a size/]
+    ["a bad size", undefined, { RELAYKEEP_MAX_OUTPUT: "lots" }, "--max-output", /not a size/],
+    [
+      "a switch that is neither on nor off",
+      undefined,
+      { RELAYKEEP_CODEX_SKIP_GIT_CHECK: "maybe" },
+      "RELAYKEEP_CODEX_SKIP_GIT_CHECK",
+      /must be 1, true or yes/
+    ],
+    [
+      "a string for the skip switch in config.json",
+      '{"codex_skip_git_check": "yes"}',
+      {},
+      "config.json",
+      /codex_skip_git_check/
+    ]
   ] as const) {
     it.scopedLive(`${name} is an InvalidInput naming the field`, () =>
       Effect.gen(function* () {
