@@ -99,7 +99,12 @@ const tomlString = (text: string) => JSON.stringify(text)
  */
 export const writeCodexHome = (
   dir: string,
-  options: { readonly apiUrl: string; readonly mcpServers?: ReadonlyArray<CodexMcpServer> }
+  options: {
+    readonly apiUrl: string
+    /** The variable the provider takes its API key from (`env_key`); none: no key at all. */
+    readonly keyVariable?: string
+    readonly mcpServers?: ReadonlyArray<CodexMcpServer>
+  }
 ): string => {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   const lines = [
@@ -109,6 +114,7 @@ export const writeCodexHome = (
     `name = "loopback stand-in"`,
     `base_url = ${tomlString(`${options.apiUrl}/v1`)}`,
     `wire_api = "responses"`,
+    ...(options.keyVariable === undefined ? [] : [`env_key = ${tomlString(options.keyVariable)}`]),
     `request_max_retries = 0`,
     `stream_max_retries = 2`,
     `stream_idle_timeout_ms = 300000`,
