@@ -168,7 +168,7 @@ export const apiRoutes = (options: RouteOptions) =>
 
     const doctor = Effect.gen(function* () {
       const settings = yield* resolveProviderSettings(NoProviderFlags, options.root)
-      return json({ work_dir: settings.workDir ?? null, providers: yield* diagnose(settings) })
+      return json(yield* diagnose(settings))
     })
 
     const stats = Effect.gen(function* () {

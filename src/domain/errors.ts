@@ -129,6 +129,15 @@ export class ProviderUnavailable extends Schema.TaggedError<ProviderUnavailable>
   }
 }
 
+/** `relaykeep doctor` found configured providers that could not run a task now. */
+export class ProvidersNotReady extends Schema.TaggedError<ProvidersNotReady>()("ProvidersNotReady", {
+  providers: Schema.Array(Schema.String)
+}) {
+  override get message() {
+    return `not ready: ${this.providers.join(", ")} (the report above says why)`
+  }
+}
+
 /** The provider ran past the task timeout; its whole process tree was stopped. */
 export class ProviderTimeout extends Schema.TaggedError<ProviderTimeout>()("ProviderTimeout", {
   provider: Schema.String,

@@ -21,6 +21,38 @@ import { boundedEvents } from "./verdict.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
 
+/** A CLI's executable: configured, absolute, an existing executable file. */
+export const checkExecutable = (
+  fs: FileSystem.FileSystem,
+  provider: string,
+  executable: string | undefined
+) =>
+  Effect.gen(function* () {
+    const unavailable = (reason: string) => new ProviderUnavailable({ provider, reason })
+    if (executable === undefined) return yield* unavailable(`no --${provider}-executable is configured`)
+    if (!isAbsolute(executable))
+      return yield* unavailable(`--${provider}-executable must be an absolute path`)
+    const exe = yield* fs
+      .stat(executable)
+      .pipe(Effect.mapError(() => unavailable(`${executable} does not exist`)))
+    if (exe.type !== "File" || (exe.mode & 0o111) === 0)
+      return yield* unavailable(`${executable} is not an executable file`)
+    return executable
+  })
+
+/** The directory the CLIs run in: configured, absolute, an existing directory. */
+export const checkWorkDir = (fs: FileSystem.FileSystem, provider: string, workDir: string | undefined) =>
+  Effect.gen(function* () {
+    const unavailable = (reason: string) => new ProviderUnavailable({ provider, reason })
+    if (workDir === undefined) return yield* unavailable("no --work-dir is configured")
+    if (!isAbsolute(workDir)) return yield* unavailable("--work-dir must be an absolute path")
+    const dir = yield* fs
+      .stat(workDir)
+      .pipe(Effect.mapError(() => unavailable(`work dir ${workDir} does not exist`)))
+    if (dir.type !== "Directory") return yield* unavailable(`work dir ${workDir} is not a directory`)
+    return workDir
+  })
+
 /** The executable and work dir for a CLI: absolute, existing, runnable. Nothing starts otherwise. */
 export const checkCliPaths = (
   fs: FileSystem.FileSystem,
@@ -28,24 +60,10 @@ export const checkCliPaths = (
   executable: string | undefined,
   workDir: string | undefined
 ) =>
-  Effect.gen(function* () {
-    const unavailable = (reason: string) => new ProviderUnavailable({ provider, reason })
-    if (executable === undefined) return yield* unavailable(`no --${provider}-executable is configured`)
-    if (!isAbsolute(executable))
-      return yield* unavailable(`--${provider}-executable must be an absolute path`)
-    if (workDir === undefined) return yield* unavailable("no --work-dir is configured")
-    if (!isAbsolute(workDir)) return yield* unavailable("--work-dir must be an absolute path")
-    const exe = yield* fs
-      .stat(executable)
-      .pipe(Effect.mapError(() => unavailable(`${executable} does not exist`)))
-    if (exe.type !== "File" || (exe.mode & 0o111) === 0)
-      return yield* unavailable(`${executable} is not an executable file`)
-    const dir = yield* fs
-      .stat(workDir)
-      .pipe(Effect.mapError(() => unavailable(`work dir ${workDir} does not exist`)))
-    if (dir.type !== "Directory") return yield* unavailable(`work dir ${workDir} is not a directory`)
-    return { executable, workDir }
-  })
+  Effect.map(
+    Effect.zip(checkExecutable(fs, provider, executable), checkWorkDir(fs, provider, workDir)),
+    ([exe, dir]) => ({ executable: exe, workDir: dir })
+  )
 
 /** The worker's environment minus the variables named by --strip-env. */
 export const childEnvironment = (

@@ -71,6 +71,7 @@ const AuditReply = json(
 )
 const DoctorReply = json(
   Schema.Struct({
+    ok: Schema.Boolean,
     work_dir: Schema.NullOr(Schema.String),
     providers: Schema.Array(
       Schema.Struct(

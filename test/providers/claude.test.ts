@@ -218,7 +218,10 @@ describe("claude provider", { timeout: 120_000 }, () => {
         ),
         "ProviderFailed"
       )
-      assert.strictEqual(failure.message, "claude: not logged in: run `claude` and log in as the worker's user")
+      assert.strictEqual(
+        failure.message,
+        "claude: not logged in: run `claude` and log in as the worker's user"
+      )
       assert.isFalse(failure.retryable)
     })
   )

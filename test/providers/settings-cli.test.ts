@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { PassReport } from "../../src/worker/pass.js"
 import { failureOutput, jsonOutput, relaykeep } from "../support/cli.js"
-import { DoctorOutput } from "../support/doctor.js"
+import { doctorReport } from "../support/doctor.js"
 import { sandbox } from "../support/fakeCli.js"
 import { seedTasks } from "../support/stores.js"
 
@@ -30,7 +30,7 @@ describe("provider settings through the CLI", { timeout: 180_000 }, () => {
         Effect.map(
           Effect.promise(() => relaykeep(["doctor", "--json", "--root", root, ...args], { env })),
           (result) => {
-            const out = jsonOutput(DoctorOutput, result)
+            const out = doctorReport(result)
             return [out.work_dir, ...out.providers.slice(0, 2).map((d) => d.target)]
           }
         )
