@@ -1,15 +1,15 @@
 import { Schema } from "effect"
+import { Integer, JsonObject, JsonValue, mustBe } from "./fields.js"
 import { ClientRequestId, PayloadSha256, TaskId } from "./ids.js"
 import { AttemptReceipt } from "./provider.js"
 
 /** A payload is a JSON object of whatever shape. Its size limit is a store setting. */
-export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
-  title: "JsonObject",
-  description: "a JSON object"
-})
-export type JsonObject = typeof JsonObject.Type
+export { JsonObject } from "./fields.js"
 
-export const TaskState = Schema.Literal("queued", "running", "complete", "failed", "cancelled")
+export const TaskStates = ["queued", "running", "complete", "failed", "cancelled"] as const
+export const TaskState = Schema.Literal(...TaskStates).annotations({
+  message: mustBe(`one of ${TaskStates.join(", ")}`)
+})
 export const isTaskState = Schema.is(TaskState)
 export type TaskState = typeof TaskState.Type
 
@@ -24,13 +24,23 @@ import { Timestamp } from "./time.js"
  * (at most 300 characters each). Every cut is marked `[truncated]`.
  */
 export const TaskError = Schema.Struct({
-  tag: Schema.String,
-  message: Schema.String,
-  stderr_tail: Schema.optional(Schema.String),
-  stdout_error: Schema.optional(Schema.String),
+  tag: Schema.String.annotations({
+    description: "The error's tag, such as ProviderFailed or ProviderTimeout"
+  }),
+  message: Schema.String.annotations({ description: "What went wrong, at most 1,000 characters" }),
+  stderr_tail: Schema.optional(
+    Schema.String.annotations({ description: "The end of the provider's stderr, at most 300 characters" })
+  ),
+  stdout_error: Schema.optional(
+    Schema.String.annotations({
+      description: "The failure field of the provider's output, at most 300 characters"
+    })
+  ),
   /** Whether another attempt could succeed (absent in records written before retries existed). */
-  retryable: Schema.optional(Schema.Boolean)
-})
+  retryable: Schema.optional(
+    Schema.Boolean.annotations({ description: "Whether another attempt could succeed" })
+  )
+}).annotations({ description: "Why it failed" })
 export type TaskError = typeof TaskError.Type
 
 /**
@@ -40,10 +50,10 @@ export type TaskError = typeof TaskError.Type
 export const Lease = Schema.Struct({
   owner_token: Schema.String,
   worker_id: Schema.String,
-  pid: Schema.Int,
+  pid: Integer(),
   host: Schema.String,
   boot_id: Schema.String,
-  attempt: Schema.Int.pipe(Schema.positive()),
+  attempt: Integer({ minimum: 1 }),
   claimed_at: Timestamp,
   expires_at: Timestamp
 })
@@ -51,28 +61,41 @@ export type Lease = typeof Lease.Type
 
 export const AttemptOutcome = Schema.Literal("running", "complete", "failed", "cancelled")
 
+const WorkerId = Schema.String.annotations({ description: "The worker that ran the attempt" })
+const Pid = Integer().annotations({ description: "The worker's process id on its host" })
+const HostName = Schema.String.annotations({ description: "The host the worker ran on" })
+
 /**
  * What an attempt reported after it had lost the task (its lease expired and the task was
  * reaped or claimed again): kept in the history, never taken as the task's result.
  */
 export const LateOutcome = Schema.Struct({
-  outcome: Schema.Literal("complete", "failed", "cancelled"),
-  reported_at: Timestamp,
-  result: Schema.optional(Schema.Unknown),
+  outcome: Schema.Literal("complete", "failed", "cancelled").annotations({
+    description: "What the attempt reported"
+  }),
+  reported_at: Timestamp.annotations({ description: "When it reported it" }),
+  result: Schema.optional(JsonValue.annotations({ description: "The result it reported, any JSON value" })),
   error: Schema.optional(TaskError),
   receipt: Schema.optional(AttemptReceipt)
+}).annotations({
+  description:
+    "What the attempt reported after it had lost the task (its lease had expired): kept for the record, never the task's result"
 })
 export type LateOutcome = typeof LateOutcome.Type
 
 export const Attempt = Schema.Struct({
-  attempt: Schema.Int.pipe(Schema.positive()),
-  worker_id: Schema.String,
-  pid: Schema.Int,
-  host: Schema.String,
-  started_at: Timestamp,
-  ended_at: Schema.NullOr(Timestamp),
-  outcome: AttemptOutcome,
-  error: Schema.NullOr(TaskError),
+  attempt: Integer({ minimum: 1 }).annotations({ description: "The attempt's number, from 1" }),
+  worker_id: WorkerId,
+  pid: Pid,
+  host: HostName,
+  started_at: Timestamp.annotations({ description: "When the attempt started (ISO-8601 UTC)" }),
+  ended_at: Schema.NullOr(Timestamp).annotations({
+    description: "When it ended (ISO-8601 UTC); null while it runs"
+  }),
+  outcome: AttemptOutcome.annotations({ description: "How the attempt ended; running while it runs" }),
+  error: Schema.NullOr(TaskError).annotations({
+    description: "Why the attempt failed; null unless it failed"
+  }),
   /** What the provider did in this attempt (absent for the built-in echo). */
   receipt: Schema.optional(AttemptReceipt),
   late: Schema.optional(LateOutcome),
@@ -80,7 +103,11 @@ export const Attempt = Schema.Struct({
    * The process group of the provider's CLI, on the lease's host: what a reaper stops when the
    * worker that started it is gone (after checking the group still serves this attempt).
    */
-  process_group: Schema.optional(Schema.Int.pipe(Schema.positive()))
+  process_group: Schema.optional(
+    Integer({ minimum: 1 }).annotations({
+      description: "The process group of the provider's CLI on the worker's host"
+    })
+  )
 })
 export type Attempt = typeof Attempt.Type
 
@@ -89,9 +116,9 @@ export type Attempt = typeof Attempt.Type
  * that last claimed it, stamped into the record so that any reaper applies the same one.
  */
 export const RetryPolicy = Schema.Struct({
-  max_attempts: Schema.Int.pipe(Schema.positive()),
-  backoff_initial_ms: Schema.Int.pipe(Schema.nonNegative()),
-  backoff_max_ms: Schema.Int.pipe(Schema.nonNegative())
+  max_attempts: Integer({ minimum: 1 }),
+  backoff_initial_ms: Integer({ minimum: 0 }),
+  backoff_max_ms: Integer({ minimum: 0 })
 })
 export type RetryPolicy = typeof RetryPolicy.Type
 
@@ -114,9 +141,9 @@ export const TaskRecord = Schema.Struct({
   updated_at: Timestamp,
   started_at: Schema.NullOr(Timestamp),
   finished_at: Schema.NullOr(Timestamp),
-  attempt: Schema.Int.pipe(Schema.nonNegative()),
+  attempt: Integer({ minimum: 0 }),
   lease: Schema.NullOr(Lease),
-  result: Schema.Unknown,
+  result: JsonValue,
   error: Schema.NullOr(TaskError),
   attempts: Schema.Array(Attempt),
   /** The policy of the worker that last claimed the task. */
@@ -128,31 +155,63 @@ export const TaskRecord = Schema.Struct({
 })
 export type TaskRecord = typeof TaskRecord.Type
 
+/** The fields the answers share, described once. */
+const Described = {
+  task_id: TaskId.annotations({ description: "The task's id: 64 lowercase hex characters" }),
+  client_request_id: ClientRequestId.annotations({
+    description: "The idempotency key it was submitted under"
+  }),
+  payload_sha256: PayloadSha256.annotations({
+    description:
+      "The SHA-256 of the payload's canonical JSON (64 lowercase hex characters); reading or cancelling the task needs it with task_id"
+  }),
+  state: TaskState.annotations({ description: `The task's state: ${TaskStates.join(", ")}` }),
+  created_at: Timestamp.annotations({ description: "When the task was submitted (ISO-8601 UTC)" }),
+  updated_at: Timestamp.annotations({ description: "When the task last changed (ISO-8601 UTC)" }),
+  started_at: Schema.NullOr(Timestamp).annotations({
+    description: "When its first attempt started (ISO-8601 UTC); null while queued"
+  }),
+  finished_at: Schema.NullOr(Timestamp).annotations({
+    description: "When it finished (ISO-8601 UTC); null until complete, failed or cancelled"
+  }),
+  attempt: Integer({ minimum: 0 }).annotations({
+    description: "How many attempts have started (0 while never run)"
+  })
+}
+
 /** What `submit` returns. Identical, byte for byte, for every resubmission of the same request. */
 export const Receipt = Schema.Struct({
-  task_id: TaskId,
-  payload_sha256: PayloadSha256,
-  created_at: Timestamp
+  task_id: Described.task_id,
+  payload_sha256: Described.payload_sha256,
+  created_at: Described.created_at
 })
 export type Receipt = typeof Receipt.Type
 
 /** What `read` returns: everything but the payload, which the reader already has. */
 export const TaskView = Schema.Struct({
-  task_id: TaskId,
-  client_request_id: ClientRequestId,
-  payload_sha256: PayloadSha256,
-  state: TaskState,
-  result: Schema.Unknown,
-  error: Schema.NullOr(TaskError),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  started_at: Schema.NullOr(Timestamp),
-  finished_at: Schema.NullOr(Timestamp),
-  attempt: Schema.Int,
-  attempts: Schema.Array(Attempt),
-  max_attempts: Schema.Int,
-  not_before: Schema.NullOr(Timestamp),
-  cancel_requested_at: Schema.NullOr(Timestamp)
+  task_id: Described.task_id,
+  client_request_id: Described.client_request_id,
+  payload_sha256: Described.payload_sha256,
+  state: Described.state,
+  result: JsonValue.annotations({
+    description: "The provider's answer when complete (any JSON value); null until then"
+  }),
+  error: Schema.NullOr(TaskError).annotations({ description: "Why the task failed; null unless it failed" }),
+  created_at: Described.created_at,
+  updated_at: Described.updated_at,
+  started_at: Described.started_at,
+  finished_at: Described.finished_at,
+  attempt: Described.attempt,
+  attempts: Schema.Array(Attempt).annotations({ description: "Every attempt so far, oldest first" }),
+  max_attempts: Integer({ minimum: 1 }).annotations({
+    description: "How many attempts the task may have in all"
+  }),
+  not_before: Schema.NullOr(Timestamp).annotations({
+    description: "A requeued task waits until then (ISO-8601 UTC) before it runs again; else null"
+  }),
+  cancel_requested_at: Schema.NullOr(Timestamp).annotations({
+    description: "When a cancel was asked for while the task was running (ISO-8601 UTC); else null"
+  })
 })
 export type TaskView = typeof TaskView.Type
 
@@ -161,26 +220,33 @@ export type TaskView = typeof TaskView.Type
  * is running and its worker has been asked to stop it (it ends `cancelled` once stopped).
  */
 export const CancelOutcome = Schema.Struct({
-  task_id: TaskId,
-  cancelled: Schema.Boolean,
-  cancel_requested: Schema.Boolean,
-  state: TaskState
+  task_id: Described.task_id,
+  cancelled: Schema.Boolean.annotations({
+    description: "Whether the task is now cancelled (true again if it already was)"
+  }),
+  cancel_requested: Schema.Boolean.annotations({
+    description:
+      "Whether the task was running and its worker has been asked to stop it; it then reads as cancelled"
+  }),
+  state: Described.state
 })
 export type CancelOutcome = typeof CancelOutcome.Type
 
 /** One line of a listing: enough to pick a task, without payload or result. */
 export const TaskSummary = Schema.Struct({
-  task_id: TaskId,
-  client_request_id: ClientRequestId,
-  payload_sha256: PayloadSha256,
-  state: TaskState,
+  task_id: Described.task_id,
+  client_request_id: Described.client_request_id,
+  payload_sha256: Described.payload_sha256,
+  state: Described.state,
   /** The payload's `provider` when it is a string; null when it names none (the echo runs it). */
-  provider: Schema.NullOr(Schema.String),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  started_at: Schema.NullOr(Timestamp),
-  finished_at: Schema.NullOr(Timestamp),
-  attempt: Schema.Int
+  provider: Schema.NullOr(Schema.String).annotations({
+    description: "The provider the payload names; null when it names none"
+  }),
+  created_at: Described.created_at,
+  updated_at: Described.updated_at,
+  started_at: Described.started_at,
+  finished_at: Described.finished_at,
+  attempt: Described.attempt
 })
 export type TaskSummary = typeof TaskSummary.Type
 

@@ -1,13 +1,10 @@
 /** Memory records and their search: pure, so the server, the import and the tests agree. */
 import { Schema } from "effect"
-import { LoneSurrogate, Printable } from "./ids.js"
+import { Integer } from "./fields.js"
+import { PrintableKey } from "./ids.js"
 
-export const MemoryId = Schema.String.pipe(
-  Schema.filter((text) => !LoneSurrogate.test(text), { message: () => "must be well-formed Unicode" }),
-  Schema.minLength(1, { message: () => "must not be empty" }),
-  Schema.maxLength(200, { message: () => "must be at most 200 characters" }),
-  Schema.pattern(Printable, { message: () => "must contain printable characters only" })
-)
+/** A record's id: 1–200 printable characters. */
+export const MemoryId = PrintableKey
 
 /** One line of a memory store. Other keys are rejected (decode with onExcessProperty: "error"). */
 export const MemoryRecord = Schema.Struct({
@@ -28,10 +25,14 @@ export interface StoredMemory {
 }
 
 export const MemoryHit = Schema.Struct({
-  id: Schema.String,
-  snippet: Schema.String,
-  source: Schema.String,
-  score: Schema.Int
+  id: Schema.String.annotations({ description: "The record's id; read it whole with the read tool" }),
+  snippet: Schema.String.annotations({
+    description: "About 160 characters of the record's text around the first term, … where cut"
+  }),
+  source: Schema.String.annotations({ description: "Where the record came from, as imported" }),
+  score: Integer({ minimum: 1 }).annotations({
+    description: "How many times the query's terms occur in the record's text"
+  })
 })
 export type MemoryHit = typeof MemoryHit.Type
 

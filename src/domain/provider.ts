@@ -1,5 +1,6 @@
 /** What providers are asked and what they leave behind: payloads, receipts, bounded error text. */
 import { Schema } from "effect"
+import { Integer, JsonNumber, JsonValue } from "./fields.js"
 import { Timestamp } from "./time.js"
 
 /** Models a CLI may be asked for: no leading `-`, so a model can never become a flag. */
@@ -32,20 +33,28 @@ export const providerOfPayload = (payload: { readonly [key: string]: unknown }):
 
 /** How much we know about which model answered. */
 export const ModelEvidence = Schema.Struct({
-  verified: Schema.Boolean,
-  source: Schema.String,
+  verified: Schema.Boolean.annotations({
+    description: "Whether the model was verified, not only reported by the provider"
+  }),
+  source: Schema.String.annotations({ description: "Where the model name came from, in words" }),
   /** Claude's `modelUsage`, kept as observed (it may list helper models too). */
-  model_usage: Schema.optional(Schema.Unknown)
-})
+  model_usage: Schema.optional(
+    JsonValue.annotations({ description: "The provider's per-model usage, as it reported it" })
+  )
+}).annotations({ description: "How much is known about which model answered" })
+
+const Nullable = "null when the provider did not say"
 
 /**
  * A notice or error a CLI reported on the way (Codex's `error` events, its reconnects among
  * them), kept as it said it, cut at MaxDetailChars. The outcome is decided elsewhere.
  */
 export const CliEvent = Schema.Struct({
-  type: Schema.String,
-  message: Schema.String
-})
+  type: Schema.String.annotations({
+    description: "The kind of event, as the CLI named it (error, item.error)"
+  }),
+  message: Schema.String.annotations({ description: "What the CLI said, cut at 300 characters" })
+}).annotations({ description: "A notice or error the CLI reported on the way" })
 export type CliEvent = typeof CliEvent.Type
 
 /** At most this many events in a receipt: the first ones, then a count of what was left out. */
@@ -53,25 +62,48 @@ export const MaxReceiptEvents = 20
 
 /** What one attempt of a provider did, appended to the task's attempt. Never estimated. */
 export const AttemptReceipt = Schema.Struct({
-  provider: Schema.String,
-  requested_model: Schema.NullOr(Schema.String),
-  model: Schema.NullOr(Schema.String),
+  provider: Schema.String.annotations({ description: "The provider that ran the attempt" }),
+  requested_model: Schema.NullOr(Schema.String).annotations({
+    description: "The model the payload asked for; null when it named none"
+  }),
+  model: Schema.NullOr(Schema.String).annotations({
+    description: `The model that answered, as reported; ${Nullable}`
+  }),
   model_evidence: ModelEvidence,
-  started_at: Timestamp,
-  ended_at: Timestamp,
-  duration_ms: Schema.Number,
-  exit_code: Schema.NullOr(Schema.Int),
-  http_status: Schema.NullOr(Schema.Int),
-  usage: Schema.NullOr(Schema.Unknown),
-  cost_usd: Schema.NullOr(Schema.Number),
-  /** Of stdout (a CLI) or the body (a model server), as far as it got when the attempt ended. */
-  output_sha256: Schema.NullOr(Schema.String),
-  output_bytes: Schema.NullOr(Schema.Int),
-  /** The CLI's own notices and errors on the way, when it reported any. */
-  events: Schema.optional(Schema.Array(CliEvent)),
-  /** How many more events there were than `events` keeps. */
-  events_dropped: Schema.optional(Schema.Int)
-})
+  started_at: Timestamp.annotations({ description: "When the provider started (ISO-8601 UTC)" }),
+  ended_at: Timestamp.annotations({ description: "When it ended (ISO-8601 UTC)" }),
+  duration_ms: JsonNumber().annotations({ description: "How long it ran, in milliseconds" }),
+  exit_code: Schema.NullOr(Integer()).annotations({
+    description: "The CLI's exit code; null for an HTTP provider or a CLI that exited without one"
+  }),
+  http_status: Schema.NullOr(Integer()).annotations({
+    description: "The HTTP status of an HTTP provider; null for a CLI"
+  }),
+  usage: Schema.NullOr(JsonValue).annotations({
+    description: `Token usage as the provider reported it (any JSON value); ${Nullable}`
+  }),
+  cost_usd: Schema.NullOr(JsonNumber()).annotations({
+    description: `The cost in US dollars as the provider reported it; ${Nullable}`
+  }),
+  output_sha256: Schema.NullOr(Schema.String).annotations({
+    description:
+      "The SHA-256 of the provider's raw output (stdout of a CLI, the body of a server) as far as it got, in hex; null when not recorded"
+  }),
+  output_bytes: Schema.NullOr(Integer({ minimum: 0 })).annotations({
+    description:
+      "The length of that output as far as it got (a stopped attempt keeps it too); null when not recorded"
+  }),
+  events: Schema.optional(
+    Schema.Array(CliEvent).annotations({
+      description: `The CLI's own notices and errors on the way (Codex's reconnects among them), at most ${MaxReceiptEvents}; they never decide the outcome`
+    })
+  ),
+  events_dropped: Schema.optional(
+    Integer({ minimum: 1 }).annotations({
+      description: "How many more events there were than `events` keeps"
+    })
+  )
+}).annotations({ description: "What the provider did in this attempt, never estimated" })
 export type AttemptReceipt = typeof AttemptReceipt.Type
 
 export const Truncated = "[truncated]"

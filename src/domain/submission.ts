@@ -1,6 +1,7 @@
 import { Either, Schema } from "effect"
 import { canonicalJson, sha256Hex } from "./canonical.js"
 import { InvalidInput } from "./errors.js"
+import { Text } from "./fields.js"
 import { PayloadSha256 } from "./ids.js"
 import type { JsonObject } from "./Task.js"
 
@@ -43,3 +44,11 @@ export const decodeCursor = (cursor: string): Either.Either<readonly [string, st
   Schema.decodeUnknownEither(CursorJson)(Buffer.from(cursor, "base64url").toString("utf8")).pipe(
     Either.mapLeft(() => new InvalidInput({ field: "cursor", reason: "is not a cursor returned by list" }))
   )
+
+/** A cursor as an argument: refused when decoding the arguments, before any store is asked. */
+export const ListCursor = Text.pipe(
+  Schema.filter((cursor) => Either.isRight(decodeCursor(cursor)), {
+    message: () => "must be a next_cursor returned by list",
+    jsonSchema: {}
+  })
+)

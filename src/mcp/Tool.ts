@@ -4,6 +4,7 @@
  */
 import type { Duration } from "effect"
 import { Effect, JSONSchema, Predicate, Schema, SchemaAST } from "effect"
+import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
 import { InvalidArguments } from "./errors.js"
 
@@ -49,7 +50,11 @@ export interface Tool<R> {
   readonly timeout: Duration.DurationInput | undefined
   readonly inputJsonSchema: JSONSchema.JsonSchema7Root
   readonly outputJsonSchema: JSONSchema.JsonSchema7Root
-  /** Decode raw arguments; unknown, missing or ill-typed fields fail naming the field. */
+  /**
+   * Decode raw arguments; unknown, missing or ill-typed fields fail naming the field. The
+   * prepared call fails with `InvalidArguments` too when its handler finds an argument wrong
+   * (`InvalidInput` from a store).
+   */
   readonly prepare: (args: unknown) => Effect.Effect<PreparedCall<R>, InvalidArguments>
 }
 
@@ -102,9 +107,17 @@ export const defineTool = <I, II, O, OI, E extends ToolFailure, R>(
         Effect.map(
           (input): PreparedCall<R> =>
             (context) =>
-              Effect.flatMap(
-                spec.handler(input, context),
-                (output) => Effect.orDie(encode(output)) // our own output failing our own schema is a bug
+              spec.handler(input, context).pipe(
+                // An argument only the store can judge (a payload over its size limit, a cursor)
+                // is still the caller's argument: the same tag as every other argument error.
+                Effect.mapError((error) =>
+                  error instanceof InvalidInput
+                    ? new InvalidArguments({ tool: spec.name, reason: error.message })
+                    : error
+                ),
+                Effect.flatMap(
+                  (output) => Effect.orDie(encode(output)) // our own output failing our own schema is a bug
+                )
               )
         )
       )

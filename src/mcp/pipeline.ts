@@ -9,7 +9,7 @@ import type { AuditStatus } from "./AuditEntry.js"
 import { AuditLog } from "./AuditLog.js"
 import { ConfirmPolicy } from "./ConfirmPolicy.js"
 import type { ConfirmRequest, Decision } from "./ConfirmPolicy.js"
-import { PermissionDenied, ToolTimeout, UnknownTool } from "./errors.js"
+import { InvalidArguments, PermissionDenied, ToolTimeout, UnknownTool } from "./errors.js"
 import { redact } from "./redact.js"
 import type { Tool, ToolContext, ToolFailure } from "./Tool.js"
 
@@ -121,7 +121,13 @@ export const callTool = <R>(
     if (Exit.isSuccess(exit)) return yield* answer("ok", undefined, okResult(exit.value))
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) {
-      return yield* fail(failure.value instanceof ToolTimeout ? "timeout" : "error", failure.value)
+      const status: AuditStatus =
+        failure.value instanceof ToolTimeout
+          ? "timeout"
+          : failure.value instanceof InvalidArguments
+            ? "invalid"
+            : "error"
+      return yield* fail(status, failure.value)
     }
     yield* Effect.logError(`tool ${name} died`, exit.cause)
     return yield* fail("error", {

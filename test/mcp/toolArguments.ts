@@ -3,7 +3,8 @@
  * reject, and calls built from them (well-formed, ill-typed, with a key missing or extra, or
  * anything at all).
  */
-import { FastCheck as fc } from "effect"
+import { Either, FastCheck as fc } from "effect"
+import { decodeCursor, encodeCursor } from "../../src/domain/submission.js"
 
 export interface Field {
   readonly required: boolean
@@ -94,7 +95,18 @@ export const tools: Readonly<
         )
       },
       limit: { required: false, valid: fc.integer({ min: 1, max: 500 }), invalid: intOutside(1, 500) },
-      cursor: { required: false, valid: fc.oneof(fc.string(), huge), invalid: nonString }
+      cursor: {
+        required: false,
+        // Any cursor list could have returned; other text is refused before the store is asked.
+        valid: fc
+          .tuple(fc.string(), fc.string())
+          .map(([createdAt, taskId]) => encodeCursor(createdAt, taskId)),
+        invalid: fc.oneof(
+          nonString,
+          huge,
+          fc.string().filter((text) => Either.isLeft(decodeCursor(text)))
+        )
+      }
     }
   },
   memory: {

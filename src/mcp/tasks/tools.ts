@@ -1,22 +1,28 @@
 /** The tools of `relaykeep-tasks`: the queue's submit, read (with waiting), cancel and list. */
 import { Clock, Duration, Effect, Queue, Schema, Stream } from "effect"
-import { ClientRequestId, PayloadSha256, TaskId } from "../../domain/ids.js"
+import { Integer, JsonNumber, JsonObject } from "../../domain/fields.js"
+import { ClientRequestId, MaxKeyChars, PayloadSha256, TaskId } from "../../domain/ids.js"
+import { ListCursor } from "../../domain/submission.js"
 import {
   CancelOutcome,
   isTerminal,
-  JsonObject,
   Receipt,
   TaskState,
+  TaskStates,
   TaskSummary,
   TaskView
 } from "../../domain/Task.js"
 import { TaskStore } from "../../services/TaskStore.js"
-import { MaxListLimit } from "../../store/shared.js"
+import { DefaultListLimit, MaxListLimit } from "../../store/shared.js"
 import { defineTool } from "../Tool.js"
 
 const ReceiptArgs = {
-  task_id: TaskId.annotations({ description: "task_id from the receipt" }),
-  payload_sha256: PayloadSha256.annotations({ description: "payload_sha256 from the receipt" })
+  task_id: TaskId.annotations({
+    description: "The task_id of the receipt submit returned: 64 lowercase hex characters"
+  }),
+  payload_sha256: PayloadSha256.annotations({
+    description: "The payload_sha256 of the same receipt: 64 lowercase hex characters"
+  })
 }
 
 export const MaxWaitSeconds = 60
@@ -29,9 +35,12 @@ export const submitTool = defineTool({
     "Queue a task. Returns a receipt {task_id, payload_sha256, created_at}: queued, not done. The same client_request_id and payload always return the same receipt; a different payload under the same id is a ConflictError.",
   input: Schema.Struct({
     client_request_id: ClientRequestId.annotations({
-      description: "Your idempotency key (1-200 printable characters)"
+      description: `Your idempotency key for this task: 1-${MaxKeyChars} printable characters. Submitting again under the same key with the same payload returns the same receipt.`
     }),
-    payload: JsonObject.annotations({ description: "The task, a JSON object (at most 1 MiB)" })
+    payload: JsonObject.annotations({
+      description:
+        'The task: a JSON object, at most 1 MiB as canonical JSON unless the queue is set otherwise. {"provider", "model", "prompt"} runs that provider; an object naming no provider is handed back as the result.'
+    })
   }),
   output: Receipt,
   tier: "write",
@@ -48,8 +57,8 @@ export const readTool = defineTool({
   input: Schema.Struct({
     ...ReceiptArgs,
     wait_seconds: Schema.optional(
-      Schema.Number.pipe(Schema.between(0, MaxWaitSeconds)).annotations({
-        description: `Wait up to this many seconds for the task to finish (0-${MaxWaitSeconds})`
+      JsonNumber({ minimum: 0, maximum: MaxWaitSeconds }).annotations({
+        description: `How long to wait for the task to finish, in seconds from 0 to ${MaxWaitSeconds} (fractions allowed). Without it, or with 0, the task is read at once.`
       })
     )
   }),
@@ -101,11 +110,30 @@ export const listTool = defineTool({
   description:
     "List tasks newest first, optionally by state, a page at a time (pass next_cursor back as cursor).",
   input: Schema.Struct({
-    state: Schema.optional(TaskState),
-    limit: Schema.optional(Schema.Int.pipe(Schema.between(1, MaxListLimit))),
-    cursor: Schema.optional(Schema.String)
+    state: Schema.optional(
+      TaskState.annotations({
+        description: `Only tasks in this state: one of ${TaskStates.join(", ")}. Without it, tasks in every state.`
+      })
+    ),
+    limit: Schema.optional(
+      Integer({ minimum: 1, maximum: MaxListLimit }).annotations({
+        description: `How many tasks a page holds at most: an integer from 1 to ${MaxListLimit}.`,
+        default: DefaultListLimit
+      })
+    ),
+    cursor: Schema.optional(
+      ListCursor.annotations({
+        description:
+          "The next_cursor of the previous page, to read the page after it. Without it, the first page."
+      })
+    )
   }),
-  output: Schema.Struct({ tasks: Schema.Array(TaskSummary), next_cursor: Schema.NullOr(Schema.String) }),
+  output: Schema.Struct({
+    tasks: Schema.Array(TaskSummary).annotations({ description: "This page's tasks, newest first" }),
+    next_cursor: Schema.NullOr(Schema.String).annotations({
+      description: "Pass it back as cursor for the next page; null on the last page"
+    })
+  }),
   tier: "read_only",
   handler: (input) => Effect.flatMap(TaskStore, (store) => store.list(input))
 })
