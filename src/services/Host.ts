@@ -42,15 +42,6 @@ export class Host extends Context.Tag("relaykeep/Host")<
     readonly signalGroup: (pgid: number, signal: "SIGTERM" | "SIGKILL") => Effect.Effect<boolean>
     /** Whether any process of the group is still alive. */
     readonly groupAlive: (pgid: number) => Effect.Effect<boolean>
-    /**
-     * Whether a live member of the group has every one of `variables` in its environment: how
-     * a reaper makes sure a process group is still the one a lost worker started (a pid can be
-     * reused) before it stops it. False where there is no /proc.
-     */
-    readonly groupServes: (
-      pgid: number,
-      variables: Readonly<Record<string, string>>
-    ) => Effect.Effect<boolean>
     /** Send a signal to one process; false when it is gone or not ours to signal. */
     readonly signal: (pid: number, signal: "SIGTERM" | "SIGKILL") => Effect.Effect<boolean>
     /**
@@ -98,7 +89,6 @@ export class Host extends Context.Tag("relaykeep/Host")<
         environment: environmentSnapshot(),
         signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
         groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0)),
-        groupServes: (pgid, variables) => Effect.sync(() => groupServes(pgid, variables)),
         signal: (pid, signal) => Effect.sync(() => signalProcess(pid, signal)),
         processTable: (marker) => Effect.sync(() => processTable(marker))
       })
@@ -129,7 +119,6 @@ export class Host extends Context.Tag("relaykeep/Host")<
         // The process table is real even in tests: the children that tests spawn are real.
         signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
         groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0)),
-        groupServes: (pgid, variables) => Effect.sync(() => groupServes(pgid, variables)),
         signal: (pid, signal) => Effect.sync(() => signalProcess(pid, signal)),
         processTable: (marker) => Effect.sync(() => processTable(marker))
       })
@@ -229,14 +218,6 @@ const processTable = (
       if (stat === undefined || stat.state === "Z" || stat.state === "X") return []
       return [{ pid, pgid: stat.pgid, sid: stat.sid, carriesMarker: environmentHas(pid, wanted) }]
     })
-  )
-}
-
-/** The live members of group `pgid`, found in /proc: does any of them carry `variables`? */
-const groupServes = (pgid: number, variables: Readonly<Record<string, string>>): boolean => {
-  if (!Number.isInteger(pgid) || pgid <= 1 || !signalGroup(pgid, 0)) return false
-  return Option.exists(processTable(variables), (table) =>
-    table.some((entry) => entry.pgid === pgid && entry.carriesMarker)
   )
 }
 

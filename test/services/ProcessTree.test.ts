@@ -93,7 +93,6 @@ const scriptedHost = (initial: ReadonlyArray<Scripted>, withProc = true) => {
           for (const member of members) running.delete(member.pid)
           return members.length > 0
         }),
-      groupServes: () => Effect.succeed(false),
       groupAlive: (pgid) => Effect.sync(() => [...running.values()].some((process) => process.pgid === pgid)),
       signal: (pid, signal) =>
         Effect.sync(() => {
