@@ -12,6 +12,7 @@ import { isoTime } from "../domain/time.js"
 import type { ProviderPayload } from "../domain/provider.js"
 import type { ProviderTask } from "../services/Provider.js"
 import { Host } from "../services/Host.js"
+import { attemptMarker } from "../services/ProcessTree.js"
 import { decodePayload } from "./payload.js"
 import type { OutputSoFar } from "./process.js"
 import { runBounded } from "./process.js"
@@ -154,12 +155,10 @@ export const makeCliLauncher = (
           executable: paths.executable,
           args: argsFor(payload.model),
           cwd: paths.workDir,
-          // The child learns which task and attempt it serves (ids we made, never user text).
-          env: {
-            ...childEnvironment(host.environment, settings),
-            RELAYKEEP_TASK_ID: task.taskId,
-            RELAYKEEP_ATTEMPT: String(task.attempt)
-          },
+          env: childEnvironment(host.environment, settings),
+          // The child learns which task and attempt it serves (ids we made, never user text), and
+          // so does every descendant that keeps its environment: the stop finds them by it.
+          marker: attemptMarker(task.taskId, task.attempt),
           stdin: payload.prompt,
           timeoutMillis: settings.taskTimeoutMillis,
           graceMillis: settings.killGraceMillis,

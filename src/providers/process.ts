@@ -1,15 +1,17 @@
 /**
  * Running a provider CLI within bounds: no shell, the prompt on stdin only, a time limit and
  * an output limit, and a stop that reaches the whole process tree. The child leads its own
- * process group (@effect/platform spawns it detached), so SIGTERM and then SIGKILL go to every
- * process it started, including grandchildren that ignore SIGTERM.
+ * process group and session (@effect/platform spawns it detached), and carries the attempt's
+ * marker variables, so SIGTERM and then SIGKILL go to every process it started (see
+ * services/ProcessTree), including grandchildren that ignore SIGTERM.
  */
 import * as Command from "@effect/platform/Command"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
-import { Clock, Duration, Effect, Exit, Option, Ref, Schedule, Stream } from "effect"
+import { Clock, Duration, Effect, Exit, Option, Ref, Stream } from "effect"
 import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/errors.js"
 import { MaxDetailChars, tail } from "../domain/provider.js"
-import { Host } from "../services/Host.js"
+import type { Host } from "../services/Host.js"
+import { stopProcessTree } from "../services/ProcessTree.js"
 
 export interface ProcessSpec {
   readonly provider: string
@@ -17,6 +19,11 @@ export interface ProcessSpec {
   readonly args: ReadonlyArray<string>
   readonly cwd: string
   readonly env: Readonly<Record<string, string>>
+  /**
+   * Variables added to the child's environment that mark every process of this attempt: the
+   * stop also reaches descendants that left the child's group and session but kept them.
+   */
+  readonly marker?: Readonly<Record<string, string>> | undefined
   readonly stdin: string
   readonly timeoutMillis: number
   readonly graceMillis: number
@@ -52,7 +59,6 @@ export interface ProcessOutcome {
 
 /** Bytes of stderr kept while the child runs; only the end matters, so memory stays bounded. */
 const StderrKeep = 8 * 1024
-const Poll = Duration.millis(25)
 
 class Overflow {
   readonly _tag = "Overflow"
@@ -76,29 +82,6 @@ const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => 
   return out
 }
 
-/**
- * Stop a process group: SIGTERM, then SIGKILL once `graceMillis` have passed with any member
- * left, then wait until none is left (bounded, so a stuck kernel cannot hang the worker).
- */
-export const stopGroup = (pgid: number, graceMillis: number) =>
-  Effect.gen(function* () {
-    const host = yield* Host
-    // Interruptible even when stopGroup runs as a finalizer (uninterruptible): otherwise the
-    // timeout below could not stop this wait, and a member that ignores SIGTERM would keep
-    // the worker waiting forever instead of getting its SIGKILL.
-    const gone = Effect.interruptible(
-      Effect.repeat(host.groupAlive(pgid), {
-        while: (alive) => alive,
-        schedule: Schedule.spaced(Poll)
-      })
-    )
-    if (!(yield* host.signalGroup(pgid, "SIGTERM"))) return
-    const stopped = yield* Effect.timeoutOption(gone, Duration.millis(graceMillis))
-    if (Option.isSome(stopped)) return
-    yield* host.signalGroup(pgid, "SIGKILL")
-    yield* Effect.timeoutOption(gone, Duration.seconds(10))
-  })
-
 export const runBounded = (
   spec: ProcessSpec
 ): Effect.Effect<ProcessOutcome, ProviderFailed | ProviderTimeout | OutputTooLarge, CommandExecutor | Host> =>
@@ -107,7 +90,7 @@ export const runBounded = (
       const startedAt = yield* Clock.currentTimeMillis
       const command = Command.make(spec.executable, ...spec.args).pipe(
         Command.workingDirectory(spec.cwd),
-        Command.env(spec.env, { extendEnv: false }),
+        Command.env({ ...spec.env, ...spec.marker }, { extendEnv: false }),
         Command.feed(spec.stdin)
       )
       const child = yield* Command.start(command).pipe(
@@ -134,8 +117,10 @@ export const runBounded = (
                 : spec.onStopped({ stdout: concat(chunks, keptBytes(chunks)), stderrEnd, startedAt, endedAt })
             )
       )
+      const stop = () =>
+        stopProcessTree({ leader: pgid, marker: spec.marker, leaderKnown: true }, spec.graceMillis)
       // However the attempt ends, interrupted included (a worker shutting down), the tree goes.
-      yield* Effect.addFinalizer(() => stopGroup(pgid, spec.graceMillis))
+      yield* Effect.addFinalizer(stop)
       // Told in the background: the output must be read from the start, whatever that costs.
       if (spec.onSpawn !== undefined) yield* Effect.forkDaemon(spec.onSpawn(pgid))
       const stderrDone = yield* child.stderr.pipe(
@@ -161,7 +146,7 @@ export const runBounded = (
         Effect.either
       )
       // However it ended, nothing of the tree outlives the attempt.
-      yield* stopGroup(pgid, spec.graceMillis)
+      yield* stop()
       yield* Effect.timeoutOption(stderrDone.await, Duration.seconds(1))
       const stderrEnd = yield* Ref.get(stderr)
       const detail = { stderr_tail: tail(stderrEnd.trim(), MaxDetailChars) }

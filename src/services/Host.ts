@@ -4,6 +4,21 @@ import { randomBytes, randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import { readdirSync, readFileSync } from "node:fs"
 
+/** One live process as /proc shows it: what tells whether it belongs to an attempt. */
+export interface ProcessEntry {
+  readonly pid: number
+  /** Its process group. */
+  readonly pgid: number
+  /** Its session. */
+  readonly sid: number
+  /**
+   * Whether its environment (as it was when it exec'd) holds every one of the marker variables
+   * asked for. Never for an empty marker, nor for a process whose environment cannot be read
+   * (another user's).
+   */
+  readonly carriesMarker: boolean
+}
+
 /**
  * The facts about this process and machine that leases, locks and crash recovery rest on:
  * who we are (pid, host, boot), whether another local process is alive, and fresh randomness.
@@ -27,15 +42,18 @@ export class Host extends Context.Tag("relaykeep/Host")<
     readonly signalGroup: (pgid: number, signal: "SIGTERM" | "SIGKILL") => Effect.Effect<boolean>
     /** Whether any process of the group is still alive. */
     readonly groupAlive: (pgid: number) => Effect.Effect<boolean>
+    /** Send a signal to one process; false when it is gone or not ours to signal. */
+    readonly signal: (pid: number, signal: "SIGTERM" | "SIGKILL") => Effect.Effect<boolean>
     /**
-     * Whether a live member of the group has every one of `variables` in its environment: how
-     * a reaper makes sure a process group is still the one a lost worker started (a pid can be
-     * reused) before it stops it. False where there is no /proc.
+     * The live processes of this host as /proc shows them now (zombies left out), each with
+     * whether it carries every one of `marker` in its environment: what a stop and a reaper use to
+     * find an attempt's processes (see ProcessTree). A snapshot: a process in it can exit, and
+     * its pid be reused, before anyone acts on it. None where there is no /proc (macOS): only
+     * process groups can be reached there.
      */
-    readonly groupServes: (
-      pgid: number,
-      variables: Readonly<Record<string, string>>
-    ) => Effect.Effect<boolean>
+    readonly processTable: (
+      marker: Readonly<Record<string, string>>
+    ) => Effect.Effect<Option.Option<ReadonlyArray<ProcessEntry>>>
   }
 >() {
   /** The real process table, and the kernel's boot id. */
@@ -71,7 +89,8 @@ export class Host extends Context.Tag("relaykeep/Host")<
         environment: environmentSnapshot(),
         signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
         groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0)),
-        groupServes: (pgid, variables) => Effect.sync(() => groupServes(pgid, variables))
+        signal: (pid, signal) => Effect.sync(() => signalProcess(pid, signal)),
+        processTable: (marker) => Effect.sync(() => processTable(marker))
       })
     })
   )
@@ -97,10 +116,11 @@ export class Host extends Context.Tag("relaykeep/Host")<
         token: Effect.sync(() => randomUUID().replaceAll("-", "")),
         randomBytes: (size) => Effect.sync(() => new Uint8Array(randomBytes(size))),
         environment: options.environment ?? {},
-        // Process groups are real even in tests: the children that tests spawn are real.
+        // The process table is real even in tests: the children that tests spawn are real.
         signalGroup: (pgid, signal) => Effect.sync(() => signalGroup(pgid, signal)),
         groupAlive: (pgid) => Effect.sync(() => signalGroup(pgid, 0)),
-        groupServes: (pgid, variables) => Effect.sync(() => groupServes(pgid, variables))
+        signal: (pid, signal) => Effect.sync(() => signalProcess(pid, signal)),
+        processTable: (marker) => Effect.sync(() => processTable(marker))
       })
     )
 }
@@ -147,36 +167,58 @@ const signalGroup = (pgid: number, signal: "SIGTERM" | "SIGKILL" | 0): boolean =
   }
 }
 
-/** The process group of `pid`, from /proc/<pid>/stat (after the command name, which may hold spaces). */
-const groupOf = (pid: string): number | undefined => {
+/** kill(pid): one process; false when it is gone or another user's. */
+const signalProcess = (pid: number, signal: "SIGTERM" | "SIGKILL"): boolean => {
+  if (!Number.isInteger(pid) || pid <= 1) return false
+  try {
+    process.kill(pid, signal)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** State, group and session of `pid`, from /proc/<pid>/stat (after the command name, which may hold spaces). */
+const statOf = (pid: number) => {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return Number(fields[2])
+    return { state: fields[0] ?? "", pgid: Number(fields[2]), sid: Number(fields[3]) }
   } catch {
     return undefined
   }
 }
 
-const environmentHas = (pid: string, variables: Readonly<Record<string, string>>): boolean => {
+const environmentHas = (pid: number, marker: ReadonlyArray<string>): boolean => {
+  if (marker.length === 0) return false
   try {
     const entries = new Set(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0"))
-    return Object.entries(variables).every(([name, value]) => entries.has(`${name}=${value}`))
+    return marker.every((entry) => entries.has(entry))
   } catch {
     return false
   }
 }
 
-/** The live members of group `pgid`, found in /proc: does any of them carry `variables`? */
-const groupServes = (pgid: number, variables: Readonly<Record<string, string>>): boolean => {
-  if (!Number.isInteger(pgid) || pgid <= 1 || !signalGroup(pgid, 0)) return false
-  let pids: ReadonlyArray<string>
+const processTable = (
+  marker: Readonly<Record<string, string>>
+): Option.Option<ReadonlyArray<ProcessEntry>> => {
+  let names: ReadonlyArray<string>
   try {
-    pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name))
+    names = readdirSync("/proc")
   } catch {
-    return false
+    return Option.none()
   }
-  return pids.some((pid) => groupOf(pid) === pgid && environmentHas(pid, variables))
+  const wanted = Object.entries(marker).map(([name, value]) => `${name}=${value}`)
+  return Option.some(
+    names.flatMap((name) => {
+      if (!/^\d+$/.test(name)) return []
+      const pid = Number(name)
+      const stat = statOf(pid)
+      // Gone meanwhile, or a zombie (Z) or dead (X) process: it runs nothing that could be stopped.
+      if (stat === undefined || stat.state === "Z" || stat.state === "X") return []
+      return [{ pid, pgid: stat.pgid, sid: stat.sid, carriesMarker: environmentHas(pid, wanted) }]
+    })
+  )
 }
 
 const processExists = (pid: number): boolean => {

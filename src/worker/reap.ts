@@ -9,9 +9,9 @@ import type { StorageError } from "../domain/errors.js"
 import { TaskId } from "../domain/ids.js"
 import { InvalidRecordReport } from "../domain/Task.js"
 import type { TaskRecord } from "../domain/Task.js"
-import { stopGroup } from "../providers/process.js"
 import { leaseStatus } from "../domain/transitions.js"
 import { Host } from "../services/Host.js"
+import { attemptMarker, stopProcessTree } from "../services/ProcessTree.js"
 import { TaskStore } from "../services/TaskStore.js"
 import type { LiveSnapshot } from "../services/TaskStore.js"
 
@@ -23,7 +23,10 @@ export const ReapedTask = Schema.Struct({
   expires_at: Schema.String,
   /** Where the task went: back to the queue, or failed/cancelled for good. */
   now: Schema.Literal("queued", "failed", "cancelled"),
-  /** The lost attempt's provider processes, still running on this host, that were stopped. */
+  /**
+   * The process group noted on the lost attempt, when processes of the attempt (its group, its
+   * session, or processes carrying its id) still ran on this host and were stopped.
+   */
   stopped_process_group: Schema.optional(Schema.Int)
 })
 export type ReapedTask = typeof ReapedTask.Type
@@ -42,22 +45,23 @@ export type ReapReport = typeof ReapReport.Type
 const LostProcessGraceMillis = 2_000
 
 /**
- * Stop the processes a lost attempt started on this host, if they still run: the group noted in
- * the attempt, and only while a member of it still carries this task's id and attempt in its
- * environment (a pid can be reused by an unrelated process). Returns the group when it was stopped.
+ * Stop the processes a lost attempt started on this host, if they still run, and only those that
+ * can be shown to be its own (a pid can be reused by an unrelated process): every process that
+ * carries this task's id and attempt in its environment, the members of the groups and sessions
+ * such carriers lead, and the members of the group and session noted on the attempt once a
+ * carrier is seen among them. Returns the group noted on the attempt when anything was stopped.
  */
 const stopLostProcesses = (taskId: TaskId, attempt: number, record: TaskRecord) =>
   Effect.gen(function* () {
-    const host = yield* Host
     const pgid = record.attempts.find((entry) => entry.attempt === attempt)?.process_group
-    if (pgid === undefined) return undefined
-    const ours = yield* host.groupServes(pgid, {
-      RELAYKEEP_TASK_ID: taskId,
-      RELAYKEEP_ATTEMPT: String(attempt)
-    })
-    if (!ours) return undefined
-    yield* stopGroup(pgid, LostProcessGraceMillis)
-    yield* Effect.logDebug(`stopped process group ${pgid} of the lost attempt ${attempt} of task ${taskId}`)
+    const stopped = yield* stopProcessTree(
+      { leader: pgid, marker: attemptMarker(taskId, attempt), leaderKnown: false },
+      LostProcessGraceMillis
+    )
+    if (stopped.length === 0) return undefined
+    yield* Effect.logDebug(
+      `stopped processes ${stopped.join(", ")} of the lost attempt ${attempt} of task ${taskId}`
+    )
     return pgid
   })
 

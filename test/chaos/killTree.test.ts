@@ -28,8 +28,8 @@ const chaos = useChaos()
 const tree = scriptedPayload({ tree: true, sleep_ms: 60_000 })
 
 /** Submit one tree task, start a watching worker, and wait until the tree's two pids are known. */
-const startTree = async (box: Chaos, id: string, workerArgs: ReadonlyArray<string>) => {
-  const [receipt] = await box.submit([{ id, payload: tree }])
+const startTree = async (box: Chaos, id: string, workerArgs: ReadonlyArray<string>, payload = tree) => {
+  const [receipt] = await box.submit([{ id, payload }])
   if (receipt === undefined) throw new Error("no receipt")
   const worker = box.startWorker("worker", ["--watch", "--kill-grace", "1s", "--poll", "1s", ...workerArgs])
   const pids = await waitUntil(
@@ -217,3 +217,37 @@ describe("shutdown kills the process tree and gives the task back (12)", { timeo
     )
   })
 })
+
+describe(
+  "cancel and shutdown reach a grandchild that left the process group (issue 15, point 7)",
+  {
+    timeout: 120_000
+  },
+  () => {
+    for (const escape of ["setsid", "session"] as const) {
+      const escaping = scriptedPayload({ tree: true, sleep_ms: 60_000, escape })
+      it(`cancel: a grandchild that escaped (${escape}) is gone with the child`, async () => {
+        const box = chaos()
+        const { receipt, worker, pids } = await startTree(box, `cancel-${escape}`, [], escaping)
+        const taskId = receipt.task_id
+        await relaykeep(["cancel", "--root", box.root, "--task-id", taskId, "--sha", receipt.payload_sha256])
+        await settled(box, taskId, worker, "cancelled")
+        assertTreeGone(box, pids, taskId, worker)
+        await stopWorker(worker)
+      })
+
+      it(`shutdown: a grandchild that escaped (${escape}) is gone with the child`, async () => {
+        const box = chaos()
+        const { receipt, worker, pids } = await startTree(
+          box,
+          `shutdown-${escape}`,
+          ["--grace", "1s", "--max-attempts", "1"],
+          escaping
+        )
+        const summary = await stopWorker(worker)
+        assert.strictEqual(summary.released, 1)
+        assertTreeGone(box, pids, receipt.task_id, worker)
+      })
+    }
+  }
+)

@@ -23,6 +23,8 @@ export interface Plan {
   readonly sleep_ms?: number
   readonly fail_attempts?: number
   readonly tree?: boolean
+  /** How the tree's grandchild leaves the child's process group (see fixtures/bin/fake-cli.mjs). */
+  readonly escape?: "setsid" | "session"
 }
 
 /** A payload that runs the scripted fake claude with `plan`. */

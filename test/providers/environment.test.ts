@@ -11,11 +11,12 @@ import {
   providerLayer,
   runProvider,
   sandbox,
-  settings
+  settings,
+  someTaskId
 } from "../support/fakeCli.js"
 
-/** What the launcher adds: the task and attempt the child serves (runProvider's task 0…0, attempt 1). */
-const taskIdentity = { RELAYKEEP_TASK_ID: "0".repeat(64), RELAYKEEP_ATTEMPT: "1" }
+/** What the launcher adds: the task and attempt the child serves (runProvider's task, attempt 1). */
+const taskIdentity = { RELAYKEEP_TASK_ID: someTaskId, RELAYKEEP_ATTEMPT: "1" }
 
 describe("the environment of a CLI", { timeout: 120_000 }, () => {
   for (const [cli, executable] of [

@@ -6,6 +6,7 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Either, Layer, Schema } from "effect"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -34,7 +35,9 @@ export const FakeRun = Schema.Struct({
 export type FakeRun = typeof FakeRun.Type
 const decodeRun = Schema.decodeUnknownSync(Schema.parseJson(FakeRun))
 
-const Pids = Schema.parseJson(Schema.Struct({ child: Schema.Int, grandchild: Schema.Int }))
+const Pids = Schema.parseJson(
+  Schema.Struct({ child: Schema.Int, grandchild: Schema.Int, escapee: Schema.optional(Schema.Int) })
+)
 
 /** Where `#!/usr/bin/env node` finds node: a child gets no PATH unless its environment has one. */
 const pathWithNode = `${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`
@@ -71,6 +74,25 @@ const killIfOurs = (pid: number, mark: string) => {
   }
 }
 
+/** Running processes, other than this one, whose command line or environment names `dir`. */
+const survivorsOf = (dir: string): ReadonlyArray<string> =>
+  fs
+    .readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((pid) => pid !== process.pid)
+    .flatMap((pid) => {
+      try {
+        const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+        const environ = fs.readFileSync(`/proc/${pid}/environ`, "utf8")
+        return (cmdline.includes(dir) || environ.includes(dir)) && isRunning(pid)
+          ? [`${pid}: ${cmdline.replaceAll("\0", " ")}`]
+          : []
+      } catch {
+        return []
+      }
+    })
+
 export interface Sandbox {
   readonly dir: string
   /** An existing directory for the CLIs to run in. */
@@ -86,7 +108,17 @@ export interface Sandbox {
   readonly recorded: () => boolean
   /** The exact bytes the last run wrote on stdout. */
   readonly stdoutBytes: () => Buffer
-  readonly pids: () => { readonly child: number; readonly grandchild: number }
+  /** The grandchildren's pids, once the fake wrote them (the escapes scenario adds `escapee`). */
+  readonly pids: () => {
+    readonly child: number
+    readonly grandchild: number
+    readonly escapee?: number | undefined
+  }
+  /**
+   * The processes still running that belong to this sandbox (their command line or environment
+   * names its directory), as "pid: command line": what must be empty once an attempt is over.
+   */
+  readonly survivors: () => ReadonlyArray<string>
   /** The lines the grandchild wrote for each SIGTERM it ignored. */
   readonly ignoredTerms: () => ReadonlyArray<string>
 }
@@ -111,7 +143,12 @@ export const sandbox = Effect.gen(function* () {
     Effect.sync(() => {
       // Fakes name fixtures/bin in their command line; grandchildren name the sandbox.
       for (const run of runs()) killIfOurs(run.pid, path.join("fixtures", "bin", "fake-"))
-      if (fs.existsSync(pidsFile)) killIfOurs(pids().grandchild, dir)
+      if (fs.existsSync(pidsFile)) {
+        const { grandchild, escapee } = pids()
+        killIfOurs(grandchild, dir)
+        if (escapee !== undefined) killIfOurs(escapee, dir)
+      }
+      for (const line of survivorsOf(dir)) killIfOurs(Number(line.split(":")[0]), dir)
     })
   )
   const box: Sandbox = {
@@ -131,6 +168,7 @@ export const sandbox = Effect.gen(function* () {
     recorded: () => fs.existsSync(recordFile),
     stdoutBytes: () => fs.readFileSync(`${recordFile}.stdout`),
     pids,
+    survivors: () => survivorsOf(dir),
     ignoredTerms: () =>
       fs.existsSync(`${pidsFile}.term`)
         ? fs
@@ -175,7 +213,11 @@ export const workerLayer = (config: ProviderSettings, environment: Readonly<Reco
     Layer.provide(platform)
   )
 
-const someTaskId = TaskId.make("0".repeat(64))
+/**
+ * The task runProvider runs, unique to each test file: vitest runs files at the same time, and a
+ * stop reaches every process that carries its task's id and attempt, so files must not share one.
+ */
+export const someTaskId = TaskId.make(randomBytes(32).toString("hex"))
 
 /** One attempt of one task, straight through the providers; the outcome as an Either. */
 export const runProvider = (payload: JsonObject) =>
