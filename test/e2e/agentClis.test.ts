@@ -373,3 +373,102 @@ live("the flags RelayKeep passes, against each pinned version's --help", () => {
     assert.include(help(clis?.codex ?? "", ["login", "--help"], env), "status")
   })
 })
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * Mark `folder` trusted in Claude Code's state file, as answering its folder-trust prompt does:
+ * the one interactive step of approving a project's MCP server, which a test cannot click.
+ */
+const trustFolder = (stateFile: string, folder: string) => {
+  const state: unknown = fs.existsSync(stateFile) ? JSON.parse(fs.readFileSync(stateFile, "utf8")) : {}
+  const root = isObject(state) ? state : {}
+  const projects = isObject(root["projects"]) ? root["projects"] : {}
+  const entry = isObject(projects[folder]) ? projects[folder] : {}
+  fs.writeFileSync(
+    stateFile,
+    JSON.stringify({
+      ...root,
+      projects: { ...projects, [folder]: { ...entry, hasTrustDialogAccepted: true } }
+    })
+  )
+}
+
+/** The README's client setup, run with the real CLIs exactly as it is written there. */
+live("the README's MCP setup, with the real Claude Code and Codex", { timeout: 180_000 }, () => {
+  const repo = path.resolve(import.meta.dirname, "..", "..")
+  const readme = fs.readFileSync(path.join(repo, "README.md"), "utf8")
+  const blocks = (language: string, containing: string) =>
+    [...readme.matchAll(new RegExp("```" + language + "\\n([\\s\\S]*?)```", "g"))]
+      .map((match) => match[1] ?? "")
+      .filter((text) => text.includes(containing))
+
+  const setup = () => {
+    const dir = tempDir()
+    const home = path.join(dir, "home")
+    const data = path.join(dir, "data")
+    fs.mkdirSync(home)
+    const project = gitRepository(path.join(dir, "project"))
+    const fill = (text: string) =>
+      text
+        .replaceAll("/absolute/path/to/relaykeep-data", data)
+        .replaceAll("/absolute/path/to/relaykeep", repo)
+    const env = claudeEnvironment({ home, apiUrl: "http://127.0.0.1:9", apiKey: "sk-ant-stand-in" })
+    /** Run a README command line (no quotes in it) with the real claude, in the project. */
+    const claude = (line: string) => {
+      const [name, ...args] = fill(line).trim().split(/\s+/)
+      assert.strictEqual(name, "claude")
+      return execFileSync(clis?.claude ?? "", args, { cwd: project, env, encoding: "utf8", timeout: 120_000 })
+    }
+    return { home, project, fill, claude }
+  }
+
+  it("`claude mcp add` as the README shows it: `claude mcp list` reports the server connected", () => {
+    const { claude } = setup()
+    const [local] = blocks("bash", "claude mcp add relaykeep-tasks")
+    assert.isDefined(local)
+    claude(local ?? "")
+    assert.match(
+      claude("claude mcp list"),
+      /^relaykeep-tasks: node \S+relaykeep-tasks\.js --root \S+ - ✔ Connected$/m
+    )
+  })
+
+  it("project scope: pending until approved, connected once approved as the README says", () => {
+    const { home, project, claude } = setup()
+    const [scoped] = blocks("bash", "claude mcp add --scope project")
+    assert.isDefined(scoped)
+    claude(scoped ?? "")
+    assert.isTrue(fs.existsSync(path.join(project, ".mcp.json")))
+    assert.match(claude("claude mcp list"), /^relaykeep-tasks: .* - ⏸ Pending approval/m)
+
+    const [approval] = blocks("json", "enabledMcpjsonServers")
+    fs.mkdirSync(path.join(project, ".claude"))
+    fs.writeFileSync(path.join(project, ".claude", "settings.local.json"), approval ?? "")
+    trustFolder(path.join(home, ".claude.json"), project)
+    assert.match(claude("claude mcp list"), /^relaykeep-tasks: .* - ✔ Connected$/m)
+  })
+
+  it("the README's Codex TOML: `codex mcp list` shows the server, enabled, with its tool timeout", () => {
+    const { home, fill } = setup()
+    const [toml] = blocks("toml", "mcp_servers.relaykeep-tasks")
+    const codexHome = path.join(home, "codex-home")
+    fs.mkdirSync(codexHome)
+    fs.writeFileSync(path.join(codexHome, "config.toml"), fill(toml ?? ""))
+    const listed: unknown = JSON.parse(
+      execFileSync(clis?.codex ?? "", ["mcp", "list", "--json"], {
+        env: codexEnvironment({ home, codexHome }),
+        encoding: "utf8",
+        timeout: 60_000
+      })
+    )
+    assert.isTrue(Array.isArray(listed))
+    const server = Array.isArray(listed)
+      ? listed.find((entry) => Reflect.get(entry, "name") === "relaykeep-tasks")
+      : undefined
+    assert.isDefined(server)
+    assert.strictEqual(Reflect.get(server, "enabled"), true)
+    assert.strictEqual(Reflect.get(server, "tool_timeout_sec"), 90)
+  })
+})
