@@ -2,8 +2,9 @@
  * Records what the real Claude Code and Codex CLIs (the pinned versions, installed by
  * scripts/install-agent-clis.sh) print in each situation RelayKeep must judge, run exactly as
  * the worker runs them, against the loopback stand-ins of test/support/modelApis.ts. Writes
- * fixtures/cli/<cli>/<situation>.json; test/providers/cliFixtures.test.ts replays them through
- * the adapters' judges. After a CLI upgrade, re-record and read the diff:
+ * fixtures/cli/<cli>/<situation>.json, and the login status the doctor reads into
+ * fixtures/cli/status/; test/providers/cliFixtures.test.ts replays them through the adapters'
+ * judges and the doctor's readers. After a CLI upgrade, re-record and read the diff:
  *
  *   bash scripts/install-agent-clis.sh && npx tsx scripts/record-cli-fixtures.ts
  *
@@ -15,7 +16,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { claudeVersion, codexVersion, findAgentClis } from "../test/support/agentClis.js"
 import type { CapturedRun, Situation } from "../test/support/agentRuns.js"
-import { runRealClaude, runRealCodex } from "../test/support/agentRuns.js"
+import { runLoginStatus, runRealClaude, runRealCodex } from "../test/support/agentRuns.js"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -54,7 +55,7 @@ export const normalize = (text: string): string =>
     .replace(/"([a-z_]*_ms)":\d+(\.\d+)?/g, '"$1":0')
     .replace(/\/tmp\/relaykeep-agent-[A-Za-z0-9]+/g, "/tmp/relaykeep-agent-XXXXXX")
 
-const write = (cli: string, version: string, name: string, run: CapturedRun) => {
+const write = (cli: "claude" | "codex" | "status", version: string, name: string, run: CapturedRun) => {
   const folder = path.join(repo, "fixtures", "cli", cli)
   fs.mkdirSync(folder, { recursive: true })
   const fixture = {
@@ -81,6 +82,11 @@ const main = async () => {
     write("claude", claudeVersion, name, await runRealClaude(clis, situation))
   for (const [name, situation] of Object.entries(codexSituations))
     write("codex", codexVersion, name, await runRealCodex(clis, situation))
+  // What `relaykeep doctor` reads: the CLIs' own login status, in fixtures/cli/status/.
+  for (const state of ["logged_out", "api_key"] as const) {
+    write("status", claudeVersion, `claude_${state}`, await runLoginStatus(clis, "claude", state))
+    write("status", codexVersion, `codex_${state}`, await runLoginStatus(clis, "codex", state))
+  }
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {

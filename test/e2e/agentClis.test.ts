@@ -17,6 +17,8 @@ import { claudeArgs } from "../../src/providers/claude.js"
 import { codexArgs } from "../../src/providers/codex.js"
 import type { AgentClis } from "../support/agentClis.js"
 import {
+  claudeVersion,
+  codexVersion,
   claudeEnvironment,
   codexEnvironment,
   findAgentClis,
@@ -24,6 +26,7 @@ import {
   writeCodexHome
 } from "../support/agentClis.js"
 import { jsonOutput, relaykeep, relaykeepBin } from "../support/cli.js"
+import { doctorReport } from "../support/doctor.js"
 import { spawnEnv } from "../support/environment.js"
 import { isRunning } from "../support/fakeCli.js"
 import { useTempDirs } from "../support/files.js"
@@ -352,6 +355,70 @@ process.stdin.on("data", (chunk) => {
 })
 process.stdin.on("end", () => {})
 `
+
+live("relaykeep doctor with the real CLIs", { timeout: 180_000 }, () => {
+  const doctor = async (b: Box, extra: ReadonlyArray<string> = []) =>
+    doctorReport(
+      await relaykeep(["doctor", "--json", "--root", b.root, ...b.flags, ...extra], { env: b.env })
+    )
+
+  it("claude with an API key is ready: its version and login, no model call", async () => {
+    const b = await box("claude", "success")
+    const report = await doctor(b)
+    const claude = report.providers[0]
+    assert.isTrue(report.ok, JSON.stringify(claude))
+    assert.strictEqual(claude?.version, `${claudeVersion} (Claude Code)`)
+    assert.deepInclude(claude?.checks ?? [], {
+      check: "login",
+      ok: true,
+      detail: "logged in (api_key from ANTHROPIC_API_KEY)"
+    })
+    assert.strictEqual(b.api.calls.length, 0, "no model call")
+  })
+
+  it("claude without credentials is not ready, and doctor exits 1", async () => {
+    const b = await box("claude", "success", { claudeKey: false })
+    const report = await doctor(b)
+    assert.isFalse(report.ok)
+    assert.strictEqual(
+      report.providers[0]?.problem,
+      "not logged in: run `claude` and log in as the worker's user"
+    )
+  })
+
+  it("codex with a loopback model provider of its own: no login needed, the server answers", async () => {
+    const b = await box("codex", "success")
+    const report = await doctor(b)
+    const codex = report.providers[1]
+    assert.isTrue(report.ok, JSON.stringify(codex))
+    assert.strictEqual(codex?.version, `codex-cli ${codexVersion}`)
+    assert.deepStrictEqual(
+      codex?.checks.map((c) => [c.check, c.ok]),
+      [
+        ["executable", true],
+        ["work_dir", true],
+        ["version", true],
+        ["login", true],
+        ["git_repository", true],
+        ["server", true]
+      ]
+    )
+    assert.deepStrictEqual(
+      b.api.calls.map((call) => `${call.method} ${call.path}`),
+      ["GET /v1/models"],
+      "the model list only, no model call"
+    )
+  })
+
+  it("codex outside a git repository is not ready unless the worker skips the check", async () => {
+    const b = await box("codex", "success", { git: false })
+    assert.match(
+      (await doctor(b)).providers[1]?.problem ?? "",
+      /is not in a git repository, so Codex refuses to run there/
+    )
+    assert.isTrue((await doctor(b, ["--codex-skip-git-check"])).ok)
+  })
+})
 
 live("the flags RelayKeep passes, against each pinned version's --help", () => {
   const help = (executable: string, args: ReadonlyArray<string>, env: Record<string, string>) =>

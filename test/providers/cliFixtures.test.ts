@@ -11,6 +11,11 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { claudeArgs, judgeClaude } from "../../src/providers/claude.js"
 import { codexArgs, judgeCodex, readCodexEvents } from "../../src/providers/codex.js"
+import {
+  readClaudeAuthStatus,
+  readCodexLogin,
+  readCodexProviderConfig
+} from "../../src/providers/loginStatus.js"
 import type { CliVerdict } from "../../src/providers/verdict.js"
 import { claudeVersion, codexVersion } from "../support/agentClis.js"
 import { answer } from "../support/modelApis.js"
@@ -18,7 +23,7 @@ import { answer } from "../support/modelApis.js"
 const folder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "fixtures", "cli")
 
 const Fixture = Schema.Struct({
-  cli: Schema.Literal("claude", "codex"),
+  cli: Schema.Literal("claude", "codex", "status"),
   version: Schema.String,
   situation: Schema.String,
   args: Schema.Array(Schema.String),
@@ -206,5 +211,46 @@ describe("the real CLIs' recorded output, replayed through the judges", () => {
       "error"
     )
     assert.isTrue(verdict.events.some((event) => /^Reconnecting\.\.\. 1\//.test(event.message)))
+  })
+
+  describe("the login status the doctor reads", () => {
+    const status = load("status")
+    const get = (name: string) => {
+      const fixture = status.get(name)
+      assert.isDefined(fixture, `fixtures/cli/status/${name}.json`)
+      return {
+        exitCode: fixture?.exit_code ?? -1,
+        stdout: fixture?.stdout ?? "",
+        stderr: fixture?.stderr ?? ""
+      }
+    }
+    const openAi = readCodexProviderConfig("")
+
+    it("recorded for both CLIs, logged out and with an API key", () =>
+      assert.sameMembers(
+        [...status.keys()],
+        ["claude_logged_out", "claude_api_key", "codex_logged_out", "codex_api_key"]
+      ))
+
+    it("claude auth status: logged out is not ready, saying how to log in; an API key is", () => {
+      assert.deepStrictEqual(readClaudeAuthStatus(get("claude_logged_out")), {
+        ok: false,
+        detail: "not logged in: run `claude` and log in as the worker's user"
+      })
+      assert.deepStrictEqual(readClaudeAuthStatus(get("claude_api_key")), {
+        ok: true,
+        detail: "logged in (api_key from ANTHROPIC_API_KEY)"
+      })
+    })
+
+    it("codex login status: logged out is not ready for OpenAI's provider; a stored key is, and is never repeated", () => {
+      assert.deepStrictEqual(readCodexLogin(get("codex_logged_out"), openAi, {}), {
+        ok: false,
+        detail: "not logged in: run `codex login` as the worker's user"
+      })
+      const ready = readCodexLogin(get("codex_api_key"), openAi, {})
+      assert.isTrue(ready.ok)
+      assert.notInclude(ready.detail, "sk-")
+    })
   })
 })

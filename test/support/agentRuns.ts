@@ -44,7 +44,13 @@ export const codexModel = "stand-in-model"
 const execute = (
   executable: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly env: Record<string, string>; readonly stopAfterMillis?: number }
+  options: {
+    readonly cwd: string
+    readonly env: Record<string, string>
+    readonly stopAfterMillis?: number
+    /** Written to stdin (default: the prompt). */
+    readonly input?: string
+  }
 ): Promise<Omit<CapturedRun, "requests" | "args">> =>
   new Promise((resolve, reject) => {
     const child = spawn(executable, args, {
@@ -58,7 +64,7 @@ const execute = (
     child.stdout.on("data", (chunk: Buffer) => out.push(chunk))
     child.stderr.on("data", (chunk: Buffer) => err.push(chunk))
     child.stdin.on("error", () => undefined)
-    child.stdin.end(prompt)
+    child.stdin.end(options.input ?? prompt)
     const stopGroup = (signal: NodeJS.Signals) => {
       try {
         if (child.pid !== undefined) process.kill(-child.pid, signal)
@@ -137,6 +143,49 @@ export const runRealCodex = async (clis: AgentClis, situation: Situation): Promi
     return { args, ...ran, requests: api.calls.filter((call) => call.path.endsWith("/responses")).length }
   } finally {
     await api.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** The login states the doctor reads, each set up without a model call. */
+export type LoginState = "logged_out" | "api_key"
+
+/**
+ * `claude auth status` or `codex login status` (what the doctor runs), in a fresh home: with no
+ * credentials at all, or with an API key (Claude: ANTHROPIC_API_KEY; Codex: `codex login
+ * --with-api-key`, which only stores it).
+ */
+export const runLoginStatus = async (
+  clis: AgentClis,
+  cli: "claude" | "codex",
+  state: LoginState
+): Promise<CapturedRun> => {
+  const dir = scratch()
+  try {
+    const home = path.join(dir, "home")
+    fs.mkdirSync(home)
+    const work = gitRepository(path.join(dir, "work"))
+    if (cli === "claude") {
+      const args = ["auth", "status"]
+      const env = claudeEnvironment({
+        home,
+        apiUrl: "http://127.0.0.1:9",
+        apiKey: state === "api_key" ? "sk-ant-stand-in-0123456789" : undefined
+      })
+      return { args, ...(await execute(clis.claude, args, { cwd: work, env, input: "" })), requests: 0 }
+    }
+    const codexHome = path.join(dir, "codex-home")
+    fs.mkdirSync(codexHome)
+    const env = codexEnvironment({ home, codexHome })
+    if (state === "api_key")
+      await execute(clis.codex, ["login", "--with-api-key"], {
+        cwd: work,
+        env,
+        input: "sk-stand-in-0123456789\n"
+      })
+    const args = ["login", "status"]
+    return { args, ...(await execute(clis.codex, args, { cwd: work, env, input: "" })), requests: 0 }
+  } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
 }
