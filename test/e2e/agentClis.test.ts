@@ -265,44 +265,57 @@ live("the real agent CLIs under the worker", { timeout: 180_000 }, () => {
     })
   }
 
-  it("codex: cancelling a running task stops it, and the attempt keeps its receipt", async () => {
-    const b = await box("codex", "hang")
-    const receipt = await submit(b, "codex")
-    const worker = spawn(
-      process.execPath,
-      [relaykeepBin, "worker", "--watch", "--root", b.root, ...b.flags, "--poll", "1s"],
-      { env: spawnEnv(b.env), stdio: ["ignore", "pipe", "pipe"] }
-    )
-    children.push(worker)
-    await waitFor(
-      "the task to run",
-      async () => ((await read(b, receipt)).state === "running" ? true : undefined),
-      60_000
-    )
-    await waitFor("the stand-in to be asked", () => (b.api.calls.length > 0 ? true : undefined), 60_000)
-    const cancelled = await relaykeep([
-      "cancel",
-      "--root",
-      b.root,
-      "--task-id",
-      receipt.task_id,
-      "--sha",
-      receipt.payload_sha256
-    ])
-    assert.strictEqual(cancelled.code, 0, cancelled.stderr)
-    const view = await waitFor(
-      "the task to be cancelled",
-      async () => {
-        const now = await read(b, receipt)
-        return now.state === "cancelled" ? now : undefined
-      },
-      60_000
-    )
-    const stopped = view.attempts[0]?.receipt
-    assert.isDefined(stopped, "a cancelled attempt keeps a receipt")
-    assert.isAbove(stopped?.output_bytes ?? 0, 0)
-    worker.kill("SIGTERM")
-  })
+  for (const cli of ["claude", "codex"] as const) {
+    it(`${cli}: cancelling a running task stops it and all it started; the attempt keeps its receipt`, async () => {
+      const dir = tempDir()
+      const pids = path.join(dir, "mcp-pids")
+      const server = path.join(dir, "stubborn-mcp.mjs")
+      fs.writeFileSync(server, stubbornMcpServer(pids))
+      const b = await box(cli, "hang", cli === "codex" ? { mcpServer: server } : {})
+      const receipt = await submit(b, cli)
+      const worker = spawn(
+        process.execPath,
+        [relaykeepBin, "worker", "--watch", "--root", b.root, ...b.flags, "--poll", "1s"],
+        { env: spawnEnv(b.env), stdio: ["ignore", "pipe", "pipe"] }
+      )
+      children.push(worker)
+      await waitFor("the stand-in to be asked", () => (b.api.calls.length > 0 ? true : undefined), 60_000)
+      const cancelled = await relaykeep([
+        "cancel",
+        "--root",
+        b.root,
+        "--task-id",
+        receipt.task_id,
+        "--sha",
+        receipt.payload_sha256
+      ])
+      assert.strictEqual(cancelled.code, 0, cancelled.stderr)
+      const view = await waitFor(
+        "the task to be cancelled",
+        async () => {
+          const now = await read(b, receipt)
+          return now.state === "cancelled" ? now : undefined
+        },
+        60_000
+      )
+      const stopped = view.attempts[0]?.receipt
+      assert.isDefined(stopped, "a cancelled attempt keeps a receipt")
+      assert.isNull(stopped?.exit_code)
+      assert.match(stopped?.output_sha256 ?? "", /^[0-9a-f]{64}$/)
+      if (cli === "codex") {
+        assert.isAbove(stopped?.output_bytes ?? 0, 0, "Codex had printed its first events")
+        const started = fs
+          .readFileSync(pids, "utf8")
+          .split("\n")
+          .filter((line) => line !== "")
+          .map(Number)
+        assert.isAbove(started.length, 0, "Codex started the MCP server")
+        for (const pid of started)
+          await waitFor(`MCP server ${pid} to be gone`, () => (isRunning(pid) ? undefined : true), 20_000)
+      }
+      worker.kill("SIGTERM")
+    })
+  }
 
   it("codex: an MCP server that ignores SIGTERM does not outlive a timed-out attempt", async () => {
     const dir = tempDir()
