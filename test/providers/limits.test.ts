@@ -4,6 +4,7 @@
  * that stops the child, and a crash that fails the task with the right error.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { createHash } from "node:crypto"
 import { Clock, Effect } from "effect"
 import {
   failureOf,
@@ -187,5 +188,33 @@ describe("limits of a CLI run", { timeout: 120_000 }, () => {
       assert.strictEqual(receipt.exit_code, null)
       assert.isAtLeast(receipt.duration_ms, 500)
     })
+  )
+
+  it.scopedLive(
+    "a timed-out attempt's receipt keeps the hash and size of the output so far, and Codex's events",
+    () =>
+      Effect.gen(function* () {
+        const box = yield* sandbox
+        const config = settings({
+          codexExecutable: fakeCodex,
+          workDir: box.workDir,
+          taskTimeoutMillis: 1500,
+          killGraceMillis: 500
+        })
+        const payload = { provider: "codex", model: "gpt-5-codex", prompt: "hello" }
+        const view = yield* submitAndRun(payload).pipe(
+          Effect.provide(workerLayer(config, box.env("partial_hang")))
+        )
+        assert.strictEqual(view.error?.tag, "ProviderTimeout")
+        const receipt = view.attempts[0]?.receipt
+        const written = box.stdoutBytes()
+        assert.isAbove(written.length, 0)
+        assert.strictEqual(receipt?.output_bytes, written.length)
+        assert.strictEqual(receipt?.output_sha256, createHash("sha256").update(written).digest("hex"))
+        assert.isNull(receipt?.exit_code)
+        assert.deepStrictEqual(receipt?.events, [
+          { type: "error", message: "Reconnecting... 1/5 (stream disconnected before completion)" }
+        ])
+      })
   )
 })

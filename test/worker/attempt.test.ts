@@ -17,6 +17,7 @@ import {
 } from "../../src/domain/errors.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
+import type { AttemptReceipt } from "../../src/domain/provider.js"
 import type { JsonObject, RetryPolicy } from "../../src/domain/Task.js"
 import { Host } from "../../src/services/Host.js"
 import { Provider } from "../../src/services/Provider.js"
@@ -276,6 +277,44 @@ describe("runAttempt cancel", () => {
         assert.strictEqual(view.attempts[0]?.outcome, "cancelled")
         assert.isNotNull(view.cancel_requested_at)
       }).pipe(Effect.provide(world(probe.run, probe.log)))
+    })
+  )
+
+  it.live("the receipt a stopped provider hands over is the cancelled attempt's receipt", () =>
+    Effect.gen(function* () {
+      const started = yield* Deferred.make<void>()
+      const soFar: AttemptReceipt = {
+        provider: "codex",
+        requested_model: "m",
+        model: null,
+        model_evidence: { verified: false, source: "the codex CLI does not report which model answered" },
+        started_at: "2026-12-01T00:00:00.000Z",
+        ended_at: "2026-12-01T00:00:01.000Z",
+        duration_ms: 1000,
+        exit_code: null,
+        http_status: null,
+        usage: null,
+        cost_usd: null,
+        output_sha256: "a".repeat(64),
+        output_bytes: 120,
+        events: [{ type: "error", message: "Reconnecting... 1/5" }]
+      }
+      // As the CLI launcher does: on interrupt, once its processes are stopped, it reports what it had.
+      const run: Run = (task) =>
+        Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(
+          Effect.onInterrupt(() => task.onStopped?.(soFar) ?? Effect.void)
+        )
+      yield* Effect.gen(function* () {
+        const store = yield* TaskStore
+        const { receipt, claimed } = yield* submitAndClaim("cancel-receipt", { retry: twoAttempts })
+        const fiber = yield* Effect.fork(runAttempt(claimed, { leaseMillis, cancelPollMillis: 20 }))
+        yield* Deferred.await(started)
+        yield* store.cancel(receipt.task_id, receipt.payload_sha256)
+        assert.deepStrictEqual((yield* joinWithin(fiber, "the cancelled attempt")).end, { _tag: "cancelled" })
+        const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+        assert.strictEqual(view.state, "cancelled")
+        assert.deepStrictEqual(view.attempts[0]?.receipt, soFar)
+      }).pipe(Effect.provide(world(run)))
     })
   )
 
