@@ -23,6 +23,7 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 export const claudeSituations: Record<string, Situation> = {
   success: { scenario: "success" },
   dropped_stream: { scenario: "drop_once" },
+  connection_lost: { scenario: "drop_always" },
   overloaded_529: { scenario: "overloaded" },
   rate_limited_429: { scenario: "rate_limited" },
   invalid_api_key_401: { scenario: "unauthorized" },
@@ -35,6 +36,7 @@ export const codexSituations: Record<string, Situation> = {
   success: { scenario: "success" },
   reconnect_then_success: { scenario: "fail_once" },
   dropped_stream: { scenario: "drop_once" },
+  connection_lost: { scenario: "drop_always" },
   overloaded_500: { scenario: "overloaded" },
   rate_limited_429: { scenario: "rate_limited" },
   invalid_api_key_401: { scenario: "unauthorized" },

@@ -8,13 +8,12 @@
  * another attempt could succeed.
  */
 import { Effect, Either, Schema } from "effect"
-import { ProviderFailed } from "../domain/errors.js"
 import { MaxDetailChars, truncate } from "../domain/provider.js"
 import type { ProviderDefinition } from "./registry.js"
-import { cliReceipt, makeCliLauncher } from "./cli.js"
+import { makeCliLauncher, settleCliRun } from "./cli.js"
 import type { ProviderSettings } from "./settings.js"
-import type { CliRun, CliVerdict } from "./verdict.js"
-import { isTransientStatus, lineMatching } from "./verdict.js"
+import type { Classified, CliRun, CliVerdict } from "./verdict.js"
+import { isTransientStatus, lineMatching, TransportFailure } from "./verdict.js"
 
 /** The fields of Claude's JSON result that RelayKeep reads; others are ignored. */
 const ClaudeResult = Schema.parseJson(
@@ -44,11 +43,6 @@ export const claudeArgs = (model: string): ReadonlyArray<string> => [
 /** With the provider's name in front (`claude: not logged in: …`), what the user must do. */
 export const NotLoggedIn = "not logged in: run `claude` and log in as the worker's user"
 
-interface Classified {
-  readonly reason: string
-  readonly retryable: boolean
-}
-
 /** Why a result with `is_error` failed. Never "(success)": the subtype says nothing here. */
 export const classifyClaudeError = (answer: ClaudeResult): Classified => {
   const text = answer.result ?? ""
@@ -71,6 +65,10 @@ export const classifyClaudeError = (answer: ClaudeResult): Classified => {
     return { reason: `the API failed (${api}: ${said}); another attempt may succeed`, retryable: true }
   if (status !== undefined || type !== undefined)
     return { reason: `the API refused the request (${api}: ${said})`, retryable: false }
+  // No status at all: the request never got an answer (a connection error, a timeout) after
+  // Claude's own retries.
+  if (answer.terminal_reason === "api_error" || TransportFailure.test(text))
+    return { reason: `could not reach the API (${said}); another attempt may succeed`, retryable: true }
   const ended = answer.terminal_reason ?? (answer.subtype === "success" ? undefined : answer.subtype)
   return {
     reason: ended === undefined ? `reported an error: ${said}` : `stopped (${ended}): ${said}`,
@@ -145,28 +143,7 @@ export const makeClaudeProvider = (settings: ProviderSettings) =>
             stdout: new TextDecoder().decode(run.stdout),
             stderr: run.stderrEnd
           })
-          const receipt = cliReceipt("claude", payload.model, run, verdict)
-          if (verdict._tag === "Failed")
-            return yield* new ProviderFailed({
-              provider: "claude",
-              reason: verdict.reason,
-              retryable: verdict.retryable,
-              stderr_tail: run.stderrTail,
-              ...(verdict.detail === undefined
-                ? {}
-                : { stdout_error: truncate(verdict.detail, MaxDetailChars) }),
-              receipt
-            })
-          return {
-            result: {
-              provider: "claude",
-              requested_model: payload.model,
-              model: null,
-              model_evidence: receipt.model_evidence,
-              text: verdict.text
-            },
-            receipt
-          }
+          return yield* settleCliRun("claude", payload.model, run, verdict)
         })
     }
     return definition

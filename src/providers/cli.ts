@@ -6,18 +6,20 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import type { CommandExecutor } from "@effect/platform/CommandExecutor"
 import { Clock, Effect, Ref } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
-import { ProviderUnavailable } from "../domain/errors.js"
+import { ProviderFailed, ProviderUnavailable } from "../domain/errors.js"
 import type { AttemptReceipt, CliEvent } from "../domain/provider.js"
+import { MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
 import type { ProviderPayload } from "../domain/provider.js"
-import type { ProviderTask } from "../services/Provider.js"
+import type { ProviderResult, ProviderTask } from "../services/Provider.js"
 import { Host } from "../services/Host.js"
 import { attemptMarker } from "../services/ProcessTree.js"
 import { decodePayload } from "./payload.js"
-import type { OutputSoFar } from "./process.js"
+import type { OutputSoFar, ProcessOutcome } from "./process.js"
 import { runBounded } from "./process.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
+import type { CliVerdict } from "./verdict.js"
 import { boundedEvents } from "./verdict.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
@@ -115,11 +117,45 @@ export const cliReceipt = (
 })
 
 /**
+ * A judged run as the worker records it: the answer as the task's result, or a ProviderFailed
+ * with the verdict's reason, the end of stderr and what the CLI said, each with the receipt.
+ */
+export const settleCliRun = (
+  provider: "claude" | "codex",
+  requestedModel: string,
+  run: ProcessOutcome,
+  verdict: CliVerdict
+): Effect.Effect<ProviderResult, ProviderFailed> => {
+  const receipt = cliReceipt(provider, requestedModel, run, verdict)
+  if (verdict._tag === "Failed")
+    return Effect.fail(
+      new ProviderFailed({
+        provider,
+        reason: verdict.reason,
+        retryable: verdict.retryable,
+        stderr_tail: run.stderrTail,
+        ...(verdict.detail === undefined ? {} : { stdout_error: truncate(verdict.detail, MaxDetailChars) }),
+        receipt
+      })
+    )
+  return Effect.succeed({
+    result: {
+      provider,
+      requested_model: requestedModel,
+      model: null,
+      model_evidence: receipt.model_evidence,
+      text: verdict.text
+    },
+    receipt
+  })
+}
+
+/**
  * Everything before a CLI's output is read, shared by Claude and Codex: decode the payload,
  * check the worker's paths, and run the executable within the worker's limits. Nothing is
  * started when the payload or the paths are wrong. A run stopped before its end (a timeout,
  * an output past the limit, a cancel or a shutdown) still leaves a receipt: the hash and size
- * of the output so far and the CLI's own events in it (`eventsOf`); a cancel or shutdown hands
+ * of the output so far and the CLI's own events in it (`eventsOf`); an interrupted run hands
  * it to the task's `onStopped`, since an interrupted attempt fails with nothing.
  */
 export const makeCliLauncher = (

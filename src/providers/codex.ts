@@ -5,14 +5,13 @@
  * reconnects and then often finishes normally. They are kept in the receipt as events.
  */
 import { Effect, Option, Schema } from "effect"
-import { ProviderFailed } from "../domain/errors.js"
 import type { CliEvent } from "../domain/provider.js"
 import { MaxDetailChars, truncate } from "../domain/provider.js"
-import { cliReceipt, makeCliLauncher } from "./cli.js"
+import { makeCliLauncher, settleCliRun } from "./cli.js"
 import type { ProviderDefinition } from "./registry.js"
 import type { ProviderSettings } from "./settings.js"
-import type { CliRun, CliVerdict } from "./verdict.js"
-import { isTransientStatus, lineMatching } from "./verdict.js"
+import type { Classified, CliRun, CliVerdict } from "./verdict.js"
+import { isTransientStatus, lineMatching, TransportFailure } from "./verdict.js"
 
 /** The events RelayKeep reads (current `codex exec --json` and the older `msg` envelope). */
 const Event = Schema.Union(
@@ -81,8 +80,8 @@ export const readCodexEvents = (stdout: string): CodexReading => {
     } else if ("usage" in e && e.type === "turn.completed") {
       usage = e.usage ?? usage
       turn = { _tag: "completed" }
-    } else if ("error" in e && e.type === "turn.failed") {
-      turn = { _tag: "failed", error: e.error?.message ?? "turn failed" }
+    } else if ("type" in e && e.type === "turn.failed") {
+      turn = { _tag: "failed", error: ("error" in e ? e.error?.message : undefined) ?? "turn failed" }
     } else if ("message" in e && e.type === "error") events.push({ type: "error", message: e.message })
     else if ("msg" in e && e.msg.type === "agent_message" && e.msg.message !== undefined)
       message = e.msg.message
@@ -109,18 +108,15 @@ export const codexArgs =
     "-"
   ]
 
-interface Classified {
-  readonly reason: string
-  readonly retryable: boolean
-}
-
 /**
  * Why a turn failed, from Codex's message: authentication, a missing variable and an unknown
  * model need the user; rate limits, overload, 5xx and dropped connections pass.
  */
 export const classifyCodexError = (message: string): Classified => {
   const said = truncate(message, MaxDetailChars)
-  const status = /\b(?:status:?|status code)\s*(\d{3})\b/i.exec(message)?.[1]
+  // "last status: 429", "unexpected status 401 Unauthorized", "server error (503 Service Unavailable)".
+  const status = /\b(?:status:?|status code)\s*(\d{3})\b|\((\d{3}) [A-Z][a-z]/i.exec(message)
+  const code = status?.[1] ?? status?.[2]
   const missing = /Missing environment variable: `([^`]+)`/.exec(message)?.[1]
   if (missing !== undefined)
     return {
@@ -128,24 +124,32 @@ export const classifyCodexError = (message: string): Classified => {
       retryable: false
     }
   if (
-    status === "401" ||
-    status === "403" ||
+    code === "401" ||
+    code === "403" ||
     /Unauthorized|invalid_api_key|Incorrect API key|not logged in/i.test(message)
   )
     return {
       reason: `could not authenticate (${said}): run \`codex login\` as the worker's user, or fix the key of the model provider in its config.toml`,
       retryable: false
     }
+  // Out of credit is a 429 too, but waiting does not refill it.
+  if (/insufficient_quota|exceeded your current quota|usage limit/i.test(message))
+    return {
+      reason: `the account is out of quota (${said}): add credit or wait for the limit to reset`,
+      retryable: false
+    }
   if (
-    status === "404" ||
+    code === "404" ||
     /model_not_found|model .* does not exist|unknown model|model is not supported/i.test(message)
   )
-    return { reason: `the model was refused (${said}): check the payload's model`, retryable: false }
+    return {
+      reason: `the model was refused (${said}): check the payload's model, or the model provider's base_url`,
+      retryable: false
+    }
   if (
-    (status !== undefined && isTransientStatus(Number(status))) ||
-    /Too Many Requests|rate.?limit|high demand|overloaded|stream disconnected|Connection failed|error sending request|timed? ?out/i.test(
-      message
-    )
+    (code !== undefined && isTransientStatus(Number(code))) ||
+    /Too Many Requests|rate.?limit|high demand|overloaded/i.test(message) ||
+    TransportFailure.test(message)
   )
     return { reason: `the model API failed (${said}); another attempt may succeed`, retryable: true }
   return { reason: `the turn failed: ${said}`, retryable: false }
@@ -239,28 +243,7 @@ export const makeCodexProvider = (settings: ProviderSettings) =>
             { exitCode: run.exitCode, stdout: new TextDecoder().decode(run.stdout), stderr: run.stderrEnd },
             workDir
           )
-          const receipt = cliReceipt("codex", payload.model, run, verdict)
-          if (verdict._tag === "Failed")
-            return yield* new ProviderFailed({
-              provider: "codex",
-              reason: verdict.reason,
-              retryable: verdict.retryable,
-              stderr_tail: run.stderrTail,
-              ...(verdict.detail === undefined
-                ? {}
-                : { stdout_error: truncate(verdict.detail, MaxDetailChars) }),
-              receipt
-            })
-          return {
-            result: {
-              provider: "codex",
-              requested_model: payload.model,
-              model: null,
-              model_evidence: receipt.model_evidence,
-              text: verdict.text
-            },
-            receipt
-          }
+          return yield* settleCliRun("codex", payload.model, run, verdict)
         })
     }
     return definition

@@ -6,6 +6,8 @@
  * output recorded from the real CLIs (fixtures/cli/) replays through it.
  */
 import { Either, Schema } from "effect"
+import { parse as parseToml, TomlError } from "smol-toml"
+import { describeParseError } from "../domain/input.js"
 import { NotLoggedIn } from "./claude.js"
 import { lineMatching } from "./verdict.js"
 
@@ -51,56 +53,67 @@ export interface CodexProviderConfig {
   readonly trustedProjects: ReadonlyArray<string>
 }
 
-const unquote = (value: string): string | boolean | undefined => {
-  const text = value.replace(/\s+#.*$/, "").trim()
-  if (text === "true") return true
-  if (text === "false") return false
-  const quoted = /^"((?:[^"\\]|\\.)*)"$|^'([^']*)'$/.exec(text)
-  if (quoted === null) return undefined
-  return quoted[2] ?? (quoted[1] ?? "").replace(/\\(.)/g, "$1")
-}
+const Table = <F extends Schema.Struct.Fields>(fields: F) =>
+  Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Struct(fields) }))
+
+/** The parts of Codex's config.toml that decide the login; the rest is Codex's business. */
+const CodexConfig = Schema.Struct({
+  model_provider: Schema.optional(Schema.String),
+  profile: Schema.optional(Schema.String),
+  profiles: Table({ model_provider: Schema.optional(Schema.String) }),
+  model_providers: Table({
+    base_url: Schema.optional(Schema.String),
+    env_key: Schema.optional(Schema.String),
+    requires_openai_auth: Schema.optional(Schema.Boolean)
+  }),
+  projects: Table({ trust_level: Schema.optional(Schema.String) })
+})
 
 /**
- * Read `model_provider` and its `[model_providers.NAME]` table from config.toml text. Only
- * what decides the login: plain `key = "string"` and booleans, top level and that one table.
- * Profiles and `-c` overrides are not followed (RelayKeep passes none).
+ * Read Codex's config.toml (a real TOML parser): `model_provider`, as the top-level `profile`
+ * may override it, that provider's table, and the trusted projects. `-c` overrides are not
+ * followed (the worker passes none). A file that does not parse, or holds a wrong type where
+ * these keys are, is an error naming the line or the key, never quoting the file.
  */
-export const readCodexProviderConfig = (toml: string): CodexProviderConfig => {
-  const tables = new Map<string, Map<string, string | boolean>>([["", new Map()]])
-  let table = ""
-  for (const raw of toml.split("\n")) {
-    const line = raw.trim()
-    if (line === "" || line.startsWith("#")) continue
-    const header = /^\[\s*([^\]]+?)\s*\]$/.exec(line)
-    if (header?.[1] !== undefined) {
-      table = header[1].replace(/"([^"]*)"/g, "$1")
-      if (!tables.has(table)) tables.set(table, new Map())
-      continue
-    }
-    const pair = /^([A-Za-z0-9_.-]+)\s*=\s*(.+)$/.exec(line)
-    if (pair?.[1] === undefined || pair[2] === undefined) continue
-    const value = unquote(pair[2])
-    if (value !== undefined) tables.get(table)?.set(pair[1], value)
-  }
-  const top = tables.get("") ?? new Map()
-  const chosen = top.get("model_provider")
-  const name = typeof chosen === "string" ? chosen : undefined
-  const provider = name === undefined ? new Map() : (tables.get(`model_providers.${name}`) ?? new Map())
-  const text = (key: string) => {
-    const value = provider.get(key)
-    return typeof value === "string" ? value : undefined
-  }
-  return {
-    name,
-    baseUrl: text("base_url"),
-    envKey: text("env_key"),
-    requiresOpenAiAuth: provider.get("requires_openai_auth") === true,
-    trustedProjects: [...tables.entries()].flatMap(([name, keys]) =>
-      name.startsWith("projects.") && keys.get("trust_level") === "trusted"
-        ? [name.slice("projects.".length)]
-        : []
+export const readCodexProviderConfig = (toml: string): Either.Either<CodexProviderConfig, string> => {
+  const parsed = Either.try({
+    try: () => parseToml(toml),
+    catch: (error) =>
+      error instanceof TomlError
+        ? `config.toml does not parse (line ${error.line}, column ${error.column})`
+        : "config.toml does not parse"
+  })
+  return Either.flatMap(parsed, (document) =>
+    Either.map(
+      Either.mapLeft(
+        Schema.decodeUnknownEither(CodexConfig)(document),
+        (error) => `config.toml: ${describeParseError(error)}`
+      ),
+      (config): CodexProviderConfig => {
+        const profile = config.profile === undefined ? undefined : config.profiles?.[config.profile]
+        const name = profile?.model_provider ?? config.model_provider
+        const provider = name === undefined ? undefined : config.model_providers?.[name]
+        return {
+          name,
+          baseUrl: provider?.base_url,
+          envKey: provider?.env_key,
+          requiresOpenAiAuth: provider?.requires_openai_auth === true,
+          trustedProjects: Object.entries(config.projects ?? {}).flatMap(([path, project]) =>
+            project.trust_level === "trusted" ? [path] : []
+          )
+        }
+      }
     )
-  }
+  )
+}
+
+/** No config.toml at all: OpenAI's own provider. */
+export const NoCodexConfig: CodexProviderConfig = {
+  name: undefined,
+  baseUrl: undefined,
+  envKey: undefined,
+  requiresOpenAiAuth: false,
+  trustedProjects: []
 }
 
 /**
@@ -113,19 +126,20 @@ export const readCodexLogin = (
   config: CodexProviderConfig,
   environment: Readonly<Record<string, string>>
 ): LoginCheck => {
+  const own = config.name !== undefined && config.name !== "openai"
+  // A provider's key variable is needed whatever the login says: Codex reads it for each request.
+  if (own && config.envKey !== undefined && (environment[config.envKey] ?? "") === "")
+    return {
+      ok: false,
+      detail: `model provider ${config.name} takes its key from ${config.envKey}, which the worker's environment does not have (or --strip-env removes)`
+    }
   if (run.exitCode === 0) return { ok: true, detail: "logged in (`codex login status`)" }
   const notLoggedIn = lineMatching(run.stderr, /not logged in/i) !== undefined
   const said = notLoggedIn ? "not logged in" : `\`codex login status\` exited with code ${run.exitCode}`
-  const own = config.name !== undefined && config.name !== "openai"
   if (!own || config.requiresOpenAiAuth)
     return {
       ok: false,
       detail: `${said}${own ? ` and model provider ${config.name} requires an OpenAI login` : ""}: run \`codex login\` as the worker's user`
-    }
-  if (config.envKey !== undefined && (environment[config.envKey] ?? "") === "")
-    return {
-      ok: false,
-      detail: `model provider ${config.name} takes its key from ${config.envKey}, which the worker's environment does not have (or --strip-env removes)`
     }
   return {
     ok: true,

@@ -45,9 +45,23 @@ export const boundedEvents = (
         ...(events.length > MaxReceiptEvents ? { events_dropped: events.length - MaxReceiptEvents } : {})
       }
 
-/** An HTTP status the API (or the CLI's summary of it) named: 429 and 5xx pass, the rest do not. */
+/** Why a run failed, in words a person can act on, and whether another attempt could succeed. */
+export interface Classified {
+  readonly reason: string
+  readonly retryable: boolean
+}
+
+/**
+ * A transport failure in a CLI's own words, after its own retries: a connection refused, reset
+ * or dropped, a request that timed out. Another attempt may well succeed.
+ */
+export const TransportFailure =
+  /Connection (error|failed|refused|reset)|ECONNRESET|ECONNREFUSED|socket hang up|stream disconnected|error sending request|Request timed out|\btimed out\b/i
+
+/** An HTTP status the API (or the CLI's summary of it) named: 408, 429 and 5xx pass, the rest do not. */
 export const isTransientStatus = (status: number): boolean =>
-  status === 408 || status === 429 || status >= 500
+  // 501 is a route the server does not have: asking again changes nothing.
+  status === 408 || status === 429 || (status >= 500 && status <= 599 && status !== 501)
 
 /** The first line of a text that matches, for quoting a CLI's own words in a reason. */
 export const lineMatching = (text: string, pattern: RegExp): string | undefined =>

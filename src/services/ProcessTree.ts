@@ -71,7 +71,9 @@ export const attemptMembers = (
   return { pids, proven: next }
 }
 
-const Poll = Duration.millis(25)
+// Each look reads every process's stat (and environ, with a marker): often enough that a stop
+// ends soon after the last process does, rarely enough not to load a busy host.
+const Poll = Duration.millis(100)
 /** How long to wait for SIGKILL to take, so that a stuck kernel cannot hang the worker. */
 const KillWait = Duration.seconds(10)
 

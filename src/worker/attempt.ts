@@ -196,7 +196,12 @@ export const runAttempt = (
               )
         )
       )
-    const cancelledReceipt = yield* Ref.get(stoppedReceipt)
+    // A cancel that won the race against a run that had just ended keeps that run's receipt.
+    const cancelledReceipt =
+      (yield* Ref.get(stoppedReceipt)) ??
+      (finished === undefined
+        ? undefined
+        : Either.match(finished, { onLeft: receiptOf, onRight: (result) => result.receipt }))
     const write = (): Effect.Effect<AttemptEnd, StorageError> => {
       if (ended._tag === "cancel")
         return fenced(store.stopCancelled(taskId, lease, cancelledReceipt), () => ({ _tag: "cancelled" }))

@@ -178,10 +178,17 @@ live("the real agent CLIs under the worker", { timeout: 180_000 }, () => {
         assert.strictEqual(first.state, "queued", JSON.stringify(first))
         const error = first.attempts[0]?.error
         assert.strictEqual(error?.retryable, true, JSON.stringify(error))
-        assert.match(
-          error?.message ?? "",
-          cli === "claude" ? /^claude: the API failed \((529|429)/ : /^codex: the model API failed/
-        )
+        const expected = {
+          claude: {
+            overloaded: /^claude: the API failed \(529 overloaded_error/,
+            rate_limited: /^claude: the API failed \(429 rate_limit_error/
+          },
+          codex: {
+            overloaded: /^codex: the model API failed \(We’re currently experiencing high demand/,
+            rate_limited: /^codex: the model API failed \(exceeded retry limit, last status: 429/
+          }
+        }[cli][scenario]
+        assert.match(error?.message ?? "", expected)
         assert.notInclude(error?.message ?? "", "(success)")
         // Past the backoff, the second and last attempt meets the same API and fails the task.
         await new Promise((resolve) => setTimeout(resolve, 2500))
@@ -280,6 +287,8 @@ live("the real agent CLIs under the worker", { timeout: 180_000 }, () => {
       )
       children.push(worker)
       await waitFor("the stand-in to be asked", () => (b.api.calls.length > 0 ? true : undefined), 60_000)
+      if (cli === "codex")
+        await waitFor("Codex to start its MCP server", () => (fs.existsSync(pids) ? true : undefined), 60_000)
       const cancelled = await relaykeep([
         "cancel",
         "--root",
@@ -386,7 +395,16 @@ live("relaykeep doctor with the real CLIs", { timeout: 180_000 }, () => {
       ok: true,
       detail: "logged in (api_key from ANTHROPIC_API_KEY)"
     })
-    assert.strictEqual(b.api.calls.length, 0, "no model call")
+    assert.deepInclude(claude?.checks ?? [], {
+      check: "server",
+      ok: true,
+      detail: `ANTHROPIC_BASE_URL ${b.api.url}/ answers`
+    })
+    assert.deepStrictEqual(
+      b.api.calls.map((call) => `${call.method} ${call.path}`),
+      ["GET /v1/models"],
+      "one look at the API, no model call"
+    )
   })
 
   it("claude without credentials is not ready, and doctor exits 1", async () => {
@@ -433,6 +451,10 @@ live("relaykeep doctor with the real CLIs", { timeout: 180_000 }, () => {
   })
 })
 
+/** A line of --help that declares `flag` itself (`-p, --print`, `--json`), not one merely naming it. */
+const optionLine = (flag: string) =>
+  new RegExp(`^\\s*(?:-\\w,\\s+)?(?:--[\\w-]+,\\s+)?${flag.replace(/[-]/g, "\\-")}(?:[\\s,<=]|$)`, "m")
+
 live("the flags RelayKeep passes, against each pinned version's --help", () => {
   const help = (executable: string, args: ReadonlyArray<string>, env: Record<string, string>) =>
     execFileSync(executable, [...args], { env, encoding: "utf8", timeout: 60_000 })
@@ -440,7 +462,8 @@ live("the flags RelayKeep passes, against each pinned version's --help", () => {
 
   it("claude takes -p, --output-format json and --model, and has `auth status`", () => {
     const text = help(clis?.claude ?? "", ["--help"], env)
-    for (const flag of claudeArgs("m").filter((arg) => arg.startsWith("-"))) assert.include(text, flag)
+    for (const flag of claudeArgs("m").filter((arg) => arg.startsWith("-")))
+      assert.match(text, optionLine(flag))
     assert.match(text, /--output-format <format>[\s\S]*"json"/)
     assert.include(help(clis?.claude ?? "", ["auth", "status", "--help"], env), "--json")
   })
@@ -448,7 +471,7 @@ live("the flags RelayKeep passes, against each pinned version's --help", () => {
   it("codex exec takes --json, --model, --skip-git-repo-check and - for stdin, and has `login status`", () => {
     const text = help(clis?.codex ?? "", ["exec", "--help"], env)
     for (const flag of codexArgs({ skipGitCheck: true })("m").filter((arg) => arg.startsWith("--")))
-      assert.include(text, flag)
+      assert.match(text, optionLine(flag))
     assert.match(text, /if `-` is used\),\s+instructions are read from stdin/)
     assert.include(help(clis?.codex ?? "", ["login", "--help"], env), "status")
   })

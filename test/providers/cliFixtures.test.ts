@@ -11,11 +11,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { claudeArgs, judgeClaude } from "../../src/providers/claude.js"
 import { codexArgs, judgeCodex, readCodexEvents } from "../../src/providers/codex.js"
-import {
-  readClaudeAuthStatus,
-  readCodexLogin,
-  readCodexProviderConfig
-} from "../../src/providers/loginStatus.js"
+import { NoCodexConfig, readClaudeAuthStatus, readCodexLogin } from "../../src/providers/loginStatus.js"
 import type { CliVerdict } from "../../src/providers/verdict.js"
 import { claudeVersion, codexVersion } from "../support/agentClis.js"
 import { answer } from "../support/modelApis.js"
@@ -54,6 +50,11 @@ type Expected =
 const claudeExpected: Record<string, Expected> = {
   success: { answered: true, events: 0 },
   dropped_stream: { answered: true, events: 0 },
+  connection_lost: {
+    answered: false,
+    retryable: true,
+    reason: /^could not reach the API \(API Error: Connection dropped \(ECONNRESET\)/
+  },
   overloaded_529: {
     answered: false,
     retryable: true,
@@ -87,6 +88,11 @@ const codexExpected: Record<string, Expected> = {
   success: { answered: true, events: "some" },
   reconnect_then_success: { answered: true, events: "some" },
   dropped_stream: { answered: true, events: "some" },
+  connection_lost: {
+    answered: false,
+    retryable: true,
+    reason: /^the model API failed \(stream disconnected before completion/
+  },
   overloaded_500: {
     answered: false,
     retryable: true,
@@ -224,7 +230,7 @@ describe("the real CLIs' recorded output, replayed through the judges", () => {
         stderr: fixture?.stderr ?? ""
       }
     }
-    const openAi = readCodexProviderConfig("")
+    const openAi = NoCodexConfig
 
     it("recorded for both CLIs, logged out and with an API key", () =>
       assert.sameMembers(

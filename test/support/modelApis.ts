@@ -15,6 +15,8 @@ export type Scenario =
   | "success"
   /** The first stream is cut after its first event; later requests succeed. */
   | "drop_once"
+  /** Every stream is cut after its first event: the CLI's own retries run out. */
+  | "drop_always"
   /** The first request gets a 500; later requests succeed (Codex prints a reconnect notice). */
   | "fail_once"
   /** Every request: overloaded (Anthropic 529 overloaded_error; OpenAI 500 server_error). */
@@ -134,7 +136,7 @@ export const anthropicApi = (scenario: Scenario): Promise<ModelApi> =>
         usage
       }
     })
-    if (scenario === "drop_once" && index === 0) return response.destroy()
+    if ((scenario === "drop_once" && index === 0) || scenario === "drop_always") return response.destroy()
     event("content_block_start", { index: 0, content_block: { type: "text", text: "" } })
     event("content_block_delta", { index: 0, delta: { type: "text_delta", text: answer } })
     event("content_block_stop", { index: 0 })
@@ -173,7 +175,7 @@ export const responsesApi = (
     const event = sse(response)
     if (scenario === "hang") return
     event("response.created", { response: { id: `resp_${index}`, model } })
-    if (scenario === "drop_once" && index === 0) return response.destroy()
+    if ((scenario === "drop_once" && index === 0) || scenario === "drop_always") return response.destroy()
     const item = {
       type: "message",
       role: "assistant",
