@@ -36,6 +36,17 @@ const cliArgs = (root: string, workDir: string) => [
   workDir
 ]
 
+/** Doctor's flags for Codex alone, in the sandbox's work dir. */
+const codexOnly = (box: { readonly dir: string; readonly workDir: string }) => [
+  "--json",
+  "--root",
+  path.join(box.dir, "root"),
+  "--codex-executable",
+  fakeCodex,
+  "--work-dir",
+  box.workDir
+]
+
 describe("relaykeep doctor", { timeout: 180_000 }, () => {
   it.scopedLive("every check passes: versions, logins, the git repository, the models; no model call", () =>
     Effect.gen(function* () {
@@ -152,15 +163,7 @@ describe("relaykeep doctor", { timeout: 180_000 }, () => {
           path.join(codexHome, "config.toml"),
           `model = "m" # the default model\nmodel_provider = "local"\n\n[model_providers.local]\nname = "Local"\nbase_url = "${server.url}/v1"\n${extra}`
         )
-      const args = [
-        "--json",
-        "--root",
-        path.join(box.dir, "root"),
-        "--codex-executable",
-        fakeCodex,
-        "--work-dir",
-        box.workDir
-      ]
+      const args = codexOnly(box)
       const env = (extra: Record<string, string> = {}) =>
         box.env("success", { HOME: box.dir, CODEX_HOME: codexHome, FAKE_LOGGED_IN: "no", ...extra })
       const codexOf = (report: ReturnType<typeof doctorReport>) => report.providers[1]
@@ -207,15 +210,7 @@ describe("relaykeep doctor", { timeout: 180_000 }, () => {
   it.scopedLive("a Codex work dir outside git fails unless the worker skips the check", () =>
     Effect.gen(function* () {
       const box = yield* sandbox
-      const args = [
-        "--json",
-        "--root",
-        path.join(box.dir, "root"),
-        "--codex-executable",
-        fakeCodex,
-        "--work-dir",
-        box.workDir
-      ]
+      const args = codexOnly(box)
       const env = box.env("success", { HOME: box.dir })
       const refused = doctorReport(yield* doctor(args, env)).providers[1]
       assert.strictEqual(
