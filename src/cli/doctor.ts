@@ -10,9 +10,11 @@ import { httpClientLayer, providerOptions, resolveProviderSettings } from "./pro
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print the report as JSON (schema: docs/providers.md#relaykeep-doctor)")
 )
-const models = (provider: "ollama" | "openai") =>
+const models = (provider: "codex" | "ollama" | "openai") =>
   Options.text(`${provider}-model`).pipe(
-    Options.withDescription(`A model tasks will ask ${provider} for: the server must list it (repeatable)`),
+    Options.withDescription(
+      `A model tasks will ask ${provider} for: its server on this machine must list it (repeatable)`
+    ),
     Options.repeated
   )
 
@@ -44,11 +46,19 @@ export const renderTable = (diagnoses: ReadonlyArray<Diagnosis>): string => {
 
 export const doctor = Command.make(
   "doctor",
-  { root, json, ollamaModels: models("ollama"), openaiModels: models("openai"), ...providerOptions },
+  {
+    root,
+    json,
+    codexModels: models("codex"),
+    ollamaModels: models("ollama"),
+    openaiModels: models("openai"),
+    ...providerOptions
+  },
   (args) =>
     Effect.gen(function* () {
       const settings = yield* resolveProviderSettings(args, yield* resolveRoot(args.root))
       const report = yield* diagnose(settings, {
+        codexModels: args.codexModels,
         ollamaModels: args.ollamaModels,
         openaiModels: args.openaiModels
       })

@@ -9,7 +9,7 @@
 import { Effect, Either, Schema } from "effect"
 import { diagnoseCli } from "./doctorCli.js"
 import type { Diagnosis, DoctorReport } from "./doctorReport.js"
-import { check, describeUnanswered, fetchText, finish } from "./doctorReport.js"
+import { check, describeUnanswered, fetchText, finish, modelChecks, OpenAiModelList } from "./doctorReport.js"
 import { chatCompletionsUrl } from "./openai.js"
 import type { ProviderSettings } from "./settings.js"
 import { endpoint } from "./settings.js"
@@ -18,15 +18,13 @@ export { Diagnosis, DoctorCheck, DoctorReport } from "./doctorReport.js"
 
 /** Models the local servers must list (`--ollama-model`, `--openai-model`). */
 export interface Expectations {
+  readonly codexModels: ReadonlyArray<string>
   readonly ollamaModels: ReadonlyArray<string>
   readonly openaiModels: ReadonlyArray<string>
 }
 
 const OllamaTags = Schema.parseJson(
   Schema.Struct({ models: Schema.Array(Schema.Struct({ name: Schema.String })) })
-)
-const OpenAiModels = Schema.parseJson(
-  Schema.Struct({ data: Schema.Array(Schema.Struct({ id: Schema.String })) })
 )
 
 const diagnoseHttp = (provider: "ollama" | "openai", url: URL | undefined, expected: ReadonlyArray<string>) =>
@@ -55,30 +53,24 @@ const diagnoseHttp = (provider: "ollama" | "openai", url: URL | undefined, expec
         ? Either.map(Schema.decodeUnknownEither(OllamaTags)(answer.right), (tags) =>
             tags.models.map((m) => m.name)
           )
-        : Either.map(Schema.decodeUnknownEither(OpenAiModels)(answer.right), (list) =>
-            list.data.map((m) => m.id)
-          )
+        : Schema.decodeUnknownEither(OpenAiModelList)(answer.right)
     if (Either.isLeft(models))
       return finish({ ...base, models: [] }, [check("server", false, "the model list does not decode")])
     const listed = models.right
     return finish({ ...base, models: listed }, [
       check("server", true, `lists ${listed.length} model${listed.length === 1 ? "" : "s"}`),
-      ...expected.map((model) =>
-        listed.includes(model)
-          ? check("model", true, `${model} is listed`)
-          : check("model", false, `${model} is not among the models ${url.href} lists`)
-      )
+      ...modelChecks(expected, listed, url.href)
     ])
   })
 
 export const diagnose = (
   settings: ProviderSettings,
-  expected: Expectations = { ollamaModels: [], openaiModels: [] }
+  expected: Expectations = { codexModels: [], ollamaModels: [], openaiModels: [] }
 ) =>
   Effect.all(
     [
-      diagnoseCli("claude", settings.claudeExecutable, settings),
-      diagnoseCli("codex", settings.codexExecutable, settings),
+      diagnoseCli("claude", settings.claudeExecutable, settings, []),
+      diagnoseCli("codex", settings.codexExecutable, settings, expected.codexModels),
       diagnoseHttp("ollama", settings.ollamaUrl, expected.ollamaModels),
       diagnoseHttp("openai", settings.openaiUrl, expected.openaiModels)
     ],

@@ -5,11 +5,19 @@
  * this process would give a provider, in the work dir, bounded like an attempt.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Duration, Effect, Either, Option } from "effect"
+import { Duration, Effect, Either, Option, Schema } from "effect"
 import { Host } from "../services/Host.js"
 import { checkExecutable, checkWorkDir, childEnvironment } from "./cli.js"
 import type { Diagnosis, DoctorCheck } from "./doctorReport.js"
-import { check, describeUnanswered, fetchText, finish, ProbeTimeout } from "./doctorReport.js"
+import {
+  check,
+  describeUnanswered,
+  fetchText,
+  finish,
+  modelChecks,
+  OpenAiModelList,
+  ProbeTimeout
+} from "./doctorReport.js"
 import type { CodexProviderConfig, LoginCheck } from "./loginStatus.js"
 import {
   NoCodexConfig,
@@ -83,7 +91,9 @@ const loadCodexConfig = (fs: FileSystem.FileSystem, env: Readonly<Record<string,
 export const diagnoseCli = (
   provider: "claude" | "codex",
   executable: string | undefined,
-  settings: ProviderSettings
+  settings: ProviderSettings,
+  /** Codex: models tasks will ask for, checked against a loopback model provider's list. */
+  codexModels: ReadonlyArray<string>
 ) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
@@ -161,8 +171,7 @@ export const diagnoseCli = (
         })
       )
     }
-    const server = yield* codexServerCheck(config)
-    if (server !== undefined) checks.push(server)
+    checks.push(...(yield* codexServerCheck(config, codexModels)))
     return finish({ ...base, version }, checks)
   })
 
@@ -186,14 +195,27 @@ const claudeServerCheck = (env: Readonly<Record<string, string>>) =>
   })
 
 /** Codex's own model provider, when it is a server on this machine: does it answer? */
-const codexServerCheck = (config: CodexProviderConfig) =>
+const codexServerCheck = (config: CodexProviderConfig, models: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    if (config.baseUrl === undefined) return undefined
+    const unchecked = (why: string): ReadonlyArray<DoctorCheck> =>
+      models.map((model) => check("model", false, `${model} cannot be checked without a model call: ${why}`))
+    if (config.baseUrl === undefined) return unchecked("Codex's model provider is not a server of your own")
     const url = parseLoopbackUrl(config.baseUrl)
-    if (Either.isLeft(url)) return undefined // a remote provider: nothing to ask without a model call
+    // A remote provider: nothing to ask without a model call.
+    if (Either.isLeft(url)) return unchecked(`model provider ${config.name} is not on this machine`)
     const listUrl = endpoint(url.right, "/models")
     const answer = yield* fetchText(listUrl)
-    return Either.isLeft(answer)
-      ? check("server", false, `model provider ${config.name}: ${describeUnanswered(listUrl, answer.left)}`)
-      : check("server", true, `model provider ${config.name} at ${url.right.href} answers`)
+    if (Either.isLeft(answer))
+      return [
+        check("server", false, `model provider ${config.name}: ${describeUnanswered(listUrl, answer.left)}`)
+      ]
+    const listed = Schema.decodeUnknownEither(OpenAiModelList)(answer.right)
+    return [
+      check("server", true, `model provider ${config.name} at ${url.right.href} answers`),
+      ...modelChecks(
+        models,
+        Either.getOrElse(listed, () => []),
+        `model provider ${config.name}`
+      )
+    ]
   })

@@ -80,3 +80,26 @@ export const fetchText = (
     const { status, text } = answer.right.value
     return status === 200 ? Either.right(text) : Either.left({ _tag: "Status", status })
   })
+
+/** `GET /v1/models` of an OpenAI-compatible server: the ids it lists. */
+export const OpenAiModelList = Schema.transform(
+  Schema.parseJson(Schema.Struct({ data: Schema.Array(Schema.Struct({ id: Schema.String })) })),
+  Schema.Array(Schema.String),
+  {
+    strict: true,
+    decode: (list) => list.data.map((model) => model.id),
+    encode: (ids) => ({ data: ids.map((id) => ({ id })) })
+  }
+)
+
+/** One `model` check for each model tasks will ask for: listed by the server, or not. */
+export const modelChecks = (
+  expected: ReadonlyArray<string>,
+  listed: ReadonlyArray<string>,
+  server: string
+): ReadonlyArray<DoctorCheck> =>
+  expected.map((model) =>
+    listed.includes(model)
+      ? check("model", true, `${model} is listed`)
+      : check("model", false, `${model} is not among the models ${server} lists`)
+  )

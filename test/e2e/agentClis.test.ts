@@ -419,7 +419,7 @@ live("relaykeep doctor with the real CLIs", { timeout: 180_000 }, () => {
 
   it("codex with a loopback model provider of its own: no login needed, the server answers", async () => {
     const b = await box("codex", "success")
-    const report = await doctor(b)
+    const report = await doctor(b, ["--codex-model", "stand-in-model"])
     const codex = report.providers[1]
     assert.isTrue(report.ok, JSON.stringify(codex))
     assert.strictEqual(codex?.version, `codex-cli ${codexVersion}`)
@@ -431,7 +431,8 @@ live("relaykeep doctor with the real CLIs", { timeout: 180_000 }, () => {
         ["version", true],
         ["login", true],
         ["git_repository", true],
-        ["server", true]
+        ["server", true],
+        ["model", true]
       ]
     )
     assert.deepStrictEqual(

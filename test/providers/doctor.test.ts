@@ -186,6 +186,22 @@ describe("relaykeep doctor", { timeout: 180_000 }, () => {
         ["GET /v1/models"]
       )
 
+      const listed = codexOf(
+        doctorReport(yield* doctor([...args, "--codex-model", openAiModels[0] ?? ""], env()))
+      )
+      assert.deepInclude(listed?.checks ?? [], {
+        check: "model",
+        ok: true,
+        detail: `${openAiModels[0]} is listed`
+      })
+      const unlisted = codexOf(
+        doctorReport(yield* doctor([...args, "--codex-model", "no-such-model"], env()))
+      )
+      assert.strictEqual(
+        unlisted?.problem,
+        "no-such-model is not among the models model provider local lists"
+      )
+
       config(`env_key = "LOCAL_KEY"\n`)
       const keyless = codexOf(doctorReport(yield* doctor(args, env())))
       assert.strictEqual(
