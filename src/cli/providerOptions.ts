@@ -11,6 +11,7 @@ import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
 import type { ProviderSettings } from "../providers/settings.js"
 import { nonEmptyEnv } from "./options.js"
+import { parseNamePattern } from "../providers/environment.js"
 import { defaultSettings, parseLoopbackUrl } from "../providers/settings.js"
 
 const text = (name: string, description: string) =>
@@ -28,7 +29,15 @@ export const providerOptions = {
   ollamaUrl: text("ollama-url", "Ollama on this machine, e.g. http://127.0.0.1:11434"),
   openaiUrl: text("openai-url", "An OpenAI-compatible server on this machine, e.g. http://127.0.0.1:8080"),
   stripEnv: Options.text("strip-env").pipe(
-    Options.withDescription("Remove this variable from the CLIs' environment (repeatable)"),
+    Options.withDescription(
+      "Remove variables from the CLIs' environment: a name or a pattern such as AWS_*, any case (repeatable)"
+    ),
+    Options.repeated
+  ),
+  passEnv: Options.text("pass-env").pipe(
+    Options.withDescription(
+      "Pass the CLIs only these variables: names or patterns (repeatable; an allowlist instead of --strip-env)"
+    ),
     Options.repeated
   ),
   taskTimeout: text("task-timeout", "Stop a provider after this long (default 30m; 90s, 5m, 2h or seconds)"),
@@ -54,6 +63,7 @@ export const NoProviderFlags: ProviderArgs = {
   ollamaUrl: Option.none(),
   openaiUrl: Option.none(),
   stripEnv: [],
+  passEnv: [],
   taskTimeout: Option.none(),
   killGrace: Option.none(),
   maxOutput: Option.none()
@@ -69,6 +79,7 @@ const ConfigFile = Schema.parseJson(
     ollama_url: Schema.optional(Schema.String),
     openai_url: Schema.optional(Schema.String),
     strip_env: Schema.optional(Schema.Array(Schema.String)),
+    pass_env: Schema.optional(Schema.Array(Schema.String)),
     task_timeout: Schema.optional(Schema.String),
     kill_grace: Schema.optional(Schema.String),
     max_output: Schema.optional(Schema.String)
@@ -92,6 +103,31 @@ export const parseSize = (value: string): Either.Either<number, string> => {
     return Either.left(`${JSON.stringify(value)} is not a size (try 8MiB)`)
   const bytes = Number(match[1]) * unit
   return bytes > 0 ? Either.right(bytes) : Either.left("must be larger than zero")
+}
+
+/**
+ * A list of variable names or patterns: the options if any were given, else the variable
+ * (comma-separated), else config.json. Each entry is checked; a bad one names the field.
+ */
+const namePatterns = (
+  field: string,
+  options: ReadonlyArray<string>,
+  fromEnv: Option.Option<string>,
+  fromFile: ReadonlyArray<string> | undefined
+): Effect.Effect<ReadonlyArray<string>, InvalidInput> => {
+  const chosen =
+    options.length > 0
+      ? options
+      : Option.isSome(fromEnv)
+        ? fromEnv.value.split(",").filter((name) => name.trim() !== "")
+        : (fromFile ?? [])
+  return Effect.forEach(chosen, (entry) =>
+    Either.match(parseNamePattern(entry), {
+      onLeft: (reason) =>
+        Effect.fail(new InvalidInput({ field, reason: `entry ${chosen.indexOf(entry) + 1} ${reason}` })),
+      onRight: Effect.succeed
+    })
+  )
 }
 
 /** An on/off environment variable: 1/true/yes or 0/false/no, nothing else. */
@@ -139,7 +175,6 @@ export const resolveProviderSettings = (args: ProviderArgs, root: string) =>
             onLeft: (reason) => Effect.fail(new InvalidInput({ field, reason })),
             onRight: (a) => Effect.succeed(a)
           })
-    const stripFromEnv = yield* env("RELAYKEEP_STRIP_ENV")
     const skipGitFromEnv = yield* parsed(
       "RELAYKEEP_CODEX_SKIP_GIT_CHECK",
       Option.getOrUndefined(yield* env("RELAYKEEP_CODEX_SKIP_GIT_CHECK")),
@@ -164,15 +199,18 @@ export const resolveProviderSettings = (args: ProviderArgs, root: string) =>
         yield* pick(args.openaiUrl, "RELAYKEEP_OPENAI_URL", file.openai_url),
         parseLoopbackUrl
       ),
-      stripEnv:
-        args.stripEnv.length > 0
-          ? args.stripEnv
-          : Option.isSome(stripFromEnv)
-            ? stripFromEnv.value
-                .split(",")
-                .map((name) => name.trim())
-                .filter((name) => name !== "")
-            : (file.strip_env ?? []),
+      stripEnv: yield* namePatterns(
+        "--strip-env",
+        args.stripEnv,
+        yield* env("RELAYKEEP_STRIP_ENV"),
+        file.strip_env
+      ),
+      passEnv: yield* namePatterns(
+        "--pass-env",
+        args.passEnv,
+        yield* env("RELAYKEEP_PASS_ENV"),
+        file.pass_env
+      ),
       taskTimeoutMillis:
         (yield* parsed(
           "--task-timeout",

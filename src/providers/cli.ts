@@ -20,6 +20,7 @@ import { runBounded } from "./process.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
 import type { CliVerdict } from "./verdict.js"
+import { providerEnvironment } from "./environment.js"
 import { boundedEvents } from "./verdict.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
@@ -68,14 +69,12 @@ export const checkCliPaths = (
     ([exe, dir]) => ({ executable: exe, workDir: dir })
   )
 
-/** The worker's environment minus the variables named by --strip-env. */
+/** The worker's environment as a provider may see it (see environment.ts). */
 export const childEnvironment = (
   environment: Readonly<Record<string, string>>,
   settings: ProviderSettings
-): Record<string, string> => {
-  const strip = new Set(settings.stripEnv)
-  return Object.fromEntries(Object.entries(environment).filter(([name]) => !strip.has(name)))
-}
+): Record<string, string> =>
+  providerEnvironment(environment, { strip: settings.stripEnv, pass: settings.passEnv })
 
 const NoModelIdentity = (provider: string) => `the ${provider} CLI does not report which model answered`
 

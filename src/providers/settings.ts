@@ -18,8 +18,10 @@ export interface ProviderSettings {
   /** Loopback http base URLs, checked when the worker starts. */
   readonly ollamaUrl: URL | undefined
   readonly openaiUrl: URL | undefined
-  /** Variables removed from the environment the CLIs inherit. */
+  /** Variables (names or `*` patterns, any case) removed from the environment the CLIs inherit. */
   readonly stripEnv: ReadonlyArray<string>
+  /** When not empty, the only variables (names or patterns) the CLIs inherit. */
+  readonly passEnv: ReadonlyArray<string>
   readonly taskTimeoutMillis: number
   /** Between SIGTERM and SIGKILL when a provider is stopped. */
   readonly killGraceMillis: number
@@ -38,6 +40,7 @@ export const defaultSettings: ProviderSettings = {
   ollamaUrl: undefined,
   openaiUrl: undefined,
   stripEnv: [],
+  passEnv: [],
   taskTimeoutMillis: DefaultTaskTimeoutMillis,
   killGraceMillis: DefaultKillGraceMillis,
   maxOutputBytes: DefaultMaxOutputBytes

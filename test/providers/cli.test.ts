@@ -60,16 +60,19 @@ describe("providers through the CLI", { timeout: 180_000 }, () => {
             "--work-dir",
             box.workDir,
             "--strip-env",
-            "RELAYKEEP_TEST_SECRET",
+            "TEST_SECRET_*",
             "--strip-env",
-            "ANTHROPIC_API_KEY"
+            "anthropic_api_key"
           ],
           {
             env: {
               ...box.env("success"),
-              RELAYKEEP_TEST_SECRET: "s3cret",
+              TEST_SECRET_ONE: "s3cret",
               ANTHROPIC_API_KEY: "sk-test",
-              RELAYKEEP_TEST_KEEP: "kept"
+              // The queue's own settings and libpq's go without a flag.
+              RELAYKEEP_TEST_SECRET: "s3cret",
+              PGPASSWORD: "s3cret",
+              TEST_KEEP: "kept"
             }
           }
         )
@@ -79,9 +82,9 @@ describe("providers through the CLI", { timeout: 180_000 }, () => {
         assert.deepStrictEqual(run.argv, ["-p", "--output-format", "json", "--model", "sonnet"])
         assert.isTrue(run.stdin.equals(Buffer.from(prompt, "utf8")), "stdin is the prompt, byte for byte")
         assert.strictEqual(run.cwd, fs.realpathSync(box.workDir))
-        assert.notProperty(run.env, "RELAYKEEP_TEST_SECRET")
-        assert.notProperty(run.env, "ANTHROPIC_API_KEY")
-        assert.strictEqual(run.env["RELAYKEEP_TEST_KEEP"], "kept")
+        for (const gone of ["TEST_SECRET_ONE", "ANTHROPIC_API_KEY", "RELAYKEEP_TEST_SECRET", "PGPASSWORD"])
+          assert.notProperty(run.env, gone)
+        assert.strictEqual(run.env["TEST_KEEP"], "kept")
         assert.isFalse(fs.existsSync(touched), "nothing the prompt names was executed")
 
         const view = yield* readTask(root, submitted)

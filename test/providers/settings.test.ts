@@ -44,6 +44,7 @@ const fromFile = JSON.stringify({
   ollama_url: "http://127.0.0.1:1111",
   openai_url: "http://localhost:2222/v1",
   strip_env: ["FILE_SECRET"],
+  pass_env: ["HOME", "LC_*"],
   task_timeout: "90s",
   kill_grace: "2s",
   max_output: "1M"
@@ -56,6 +57,7 @@ const fileSettings = {
   ollamaUrl: "http://127.0.0.1:1111/",
   openaiUrl: "http://localhost:2222/v1",
   stripEnv: ["FILE_SECRET"],
+  passEnv: ["HOME", "LC_*"],
   taskTimeoutMillis: 90_000,
   killGraceMillis: 2_000,
   maxOutputBytes: 1024 * 1024
@@ -68,6 +70,7 @@ const fromEnv = {
   RELAYKEEP_OLLAMA_URL: "http://[::1]:3333",
   RELAYKEEP_OPENAI_URL: "http://127.0.0.1:4444",
   RELAYKEEP_STRIP_ENV: "ENV_A, ENV_B",
+  RELAYKEEP_PASS_ENV: "PATH,AWS_*",
   RELAYKEEP_TASK_TIMEOUT: "5m",
   RELAYKEEP_KILL_GRACE: "3",
   RELAYKEEP_MAX_OUTPUT: "2MiB"
@@ -80,6 +83,7 @@ const envSettings = {
   ollamaUrl: "http://[::1]:3333/",
   openaiUrl: "http://127.0.0.1:4444/",
   stripEnv: ["ENV_A", "ENV_B"],
+  passEnv: ["PATH", "AWS_*"],
   taskTimeoutMillis: 300_000,
   killGraceMillis: 3_000,
   maxOutputBytes: 2 * 1024 * 1024
@@ -98,6 +102,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
         ollamaUrl: undefined,
         openaiUrl: undefined,
         stripEnv: [],
+        passEnv: [],
         taskTimeoutMillis: 30 * 60_000,
         killGraceMillis: 10_000,
         maxOutputBytes: 8 * 1024 * 1024
