@@ -4,10 +4,11 @@ import { TaskState } from "../domain/Task.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { MaxListLimit } from "../store/shared.js"
 import { printJson } from "./output.js"
-import { storeLayer, storeOptions } from "./options.js"
+import { integerBetween, storeLayer, storeOptions } from "./options.js"
 
 const state = Options.choice("state", TaskState.literals).pipe(Options.optional)
-const limit = Options.integer("limit").pipe(
+// The same bounds as the MCP list tool: 0 or 501 is refused, never clamped.
+const limit = integerBetween("limit", 1, MaxListLimit).pipe(
   Options.withDescription(`At most this many tasks (1-${MaxListLimit}, default 50)`),
   Options.optional
 )

@@ -173,3 +173,13 @@ export const duration = (name: string, fallback: string) =>
 /** The audit log under the resolved root: `<root>/audit/`. */
 export const auditLayer = (option: Option.Option<string>) =>
   Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => AuditLog.layer(`${dir}/audit`)))
+
+/** A whole number within bounds, or a usage error naming the flag (the bounds MCP's tools use). */
+export const integerBetween = (name: string, min: number, max: number) =>
+  Options.integer(name).pipe(
+    Options.mapEffect((value) =>
+      value >= min && value <= max
+        ? Effect.succeed(value)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be from ${min} to ${max}`)))
+    )
+  )

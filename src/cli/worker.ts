@@ -16,7 +16,7 @@ import {
   DefaultPollMillis,
   runWatch
 } from "../worker/watch.js"
-import { duration, resolveRoot, storeLayer, storeOptions } from "./options.js"
+import { duration, resolveRoot, storeLayer, storeOptions, integerBetween } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
 import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
@@ -40,14 +40,7 @@ const lease = duration("lease", `${DefaultLeaseMillis / 1000}s`).pipe(
 
 /** A whole number within bounds, or a usage error naming the flag. */
 const count = (name: string, fallback: number, min: number, max: number) =>
-  Options.integer(name).pipe(
-    Options.withDefault(fallback),
-    Options.mapEffect((value) =>
-      value >= min && value <= max
-        ? Effect.succeed(value)
-        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be from ${min} to ${max}`)))
-    )
-  )
+  integerBetween(name, min, max).pipe(Options.withDefault(fallback))
 
 const watch = Options.boolean("watch").pipe(
   Options.withDescription(

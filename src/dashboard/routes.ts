@@ -43,10 +43,14 @@ const KeepaliveInterval = "15 seconds"
 
 const json = (body: unknown, status = 200) => HttpServerResponse.unsafeJson(body, { status })
 
-const limitBetween = (max: number) =>
-  Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, max)).annotations({
-    message: () => `must be a whole number from 1 to ${max}`
-  })
+/** Decimal digits only: `1e1`, `0x10`, ` 5` or `5.0` are refused, not read as numbers. */
+const limitBetween = (max: number) => {
+  const message = () => `must be a whole number from 1 to ${max}, in decimal digits`
+  return Schema.compose(
+    Schema.String.pipe(Schema.pattern(/^[1-9][0-9]{0,5}$/, { message })),
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, max, { message }))
+  )
+}
 
 /** One query parameter, decoded and named in any error; absent or empty is undefined. */
 const query = <A, I>(name: string, schema: Schema.Schema<A, I>) =>

@@ -291,9 +291,15 @@ describe("dashboard API: refusals change nothing", () => {
             assert.strictEqual(errorTag(reply), "InvalidInput")
             assert.match(errorMessage(reply), new RegExp(`^${field}[:.]`), body.slice(0, 60))
           }
-          const badLimit = yield* call("/api/tasks?limit=0", { headers: bearer })
-          assert.strictEqual(badLimit.status, 400)
-          assert.match(errorMessage(badLimit), /^limit:/)
+          for (const limit of ["0", "1e1", "0x10", "5.0", "+5", "%205", "501"]) {
+            const badLimit = yield* call(`/api/tasks?limit=${limit}`, { headers: bearer })
+            assert.strictEqual(badLimit.status, 400, `limit=${limit}`)
+            assert.match(
+              errorMessage(badLimit),
+              /^limit: must be a whole number from 1 to \d+, in decimal digits$/
+            )
+          }
+          assert.strictEqual((yield* call("/api/tasks?limit=10", { headers: bearer })).status, 200)
           const badState = yield* call("/api/tasks?state=done", { headers: bearer })
           assert.match(errorMessage(badState), /^state:/)
           const badCursor = yield* call("/api/tasks?cursor=zzz", { headers: bearer })

@@ -77,6 +77,18 @@ const usageCases: ReadonlyArray<Case> = [
     mentions: "subcommand"
   },
   {
+    name: "list --limit 0 (refused, as MCP refuses it, never clamped)",
+    args: (root) => ["list", "--root", root, "--limit", "0"],
+    tag: "UsageError",
+    mentions: "--limit: must be from 1 to 500"
+  },
+  {
+    name: "list --limit 501",
+    args: (root) => ["list", "--root", root, "--limit", "501"],
+    tag: "UsageError",
+    mentions: "--limit: must be from 1 to 500"
+  },
+  {
     name: "both --payload and --payload-file",
     args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "{}", "--payload-file", payloadFile],
     tag: "InvalidInput",
