@@ -4,6 +4,7 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Effect, Option, Stream } from "effect"
 import { InvalidInput } from "../domain/errors.js"
 import { ClientRequestId } from "../domain/ids.js"
+import { DefaultMaxPayloadBytes } from "../domain/submission.js"
 import { decodeField, parseJsonField } from "../domain/input.js"
 import { JsonObject } from "../domain/Task.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -20,6 +21,40 @@ const payloadFile = Options.file("payload-file").pipe(
   Options.optional
 )
 
+/**
+ * The most a payload's text may be as given: twice the payload limit, room for any formatting
+ * of a payload whose canonical form fits. Reading stops there, so a runaway pipe costs nothing.
+ */
+export const MaxPayloadTextBytes = 2 * DefaultMaxPayloadBytes
+
+/**
+ * Read at most MaxPayloadTextBytes from `source` and decode it as strict UTF-8: invalid bytes
+ * are refused, never replaced, since a replaced byte would give another payload the same hash.
+ */
+const readBounded = <E>(field: string, source: Stream.Stream<Uint8Array, E>) =>
+  source.pipe(
+    Stream.mapError((error) => new InvalidInput({ field, reason: `could not be read (${String(error)})` })),
+    Stream.runFoldEffect({ chunks: new Array<Uint8Array>(), size: 0 }, (kept, chunk) =>
+      kept.size + chunk.length > MaxPayloadTextBytes
+        ? Effect.fail(
+            new InvalidInput({
+              field,
+              reason: `is over ${MaxPayloadTextBytes} bytes; a payload's limit is ${DefaultMaxPayloadBytes} bytes`
+            })
+          )
+        : Effect.sync(() => {
+            kept.chunks.push(chunk)
+            return { chunks: kept.chunks, size: kept.size + chunk.length }
+          })
+    ),
+    Effect.flatMap(({ chunks }) =>
+      Effect.try({
+        try: () => new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks)),
+        catch: () => new InvalidInput({ field, reason: "is not valid UTF-8" })
+      })
+    )
+  )
+
 /** The payload text from exactly one source; stdin and file keep prompts off the process list. */
 const payloadText = (inline: Option.Option<string>, file: Option.Option<string>) =>
   Effect.gen(function* () {
@@ -31,11 +66,7 @@ const payloadText = (inline: Option.Option<string>, file: Option.Option<string>)
     }
     if (Option.isSome(file)) {
       const fs = yield* FileSystem.FileSystem
-      return yield* fs
-        .readFileString(file.value)
-        .pipe(
-          Effect.mapError((error) => new InvalidInput({ field: "--payload-file", reason: error.message }))
-        )
+      return yield* readBounded("--payload-file", fs.stream(file.value))
     }
     if (Option.isNone(inline)) {
       return yield* new InvalidInput({
@@ -44,7 +75,7 @@ const payloadText = (inline: Option.Option<string>, file: Option.Option<string>)
       })
     }
     if (inline.value !== "-") return inline.value
-    return yield* NodeStream.stdin.pipe(Stream.decodeText(), Stream.mkString)
+    return yield* readBounded("--payload", NodeStream.stdin)
   })
 
 export const submit = Command.make("submit", { ...storeOptions, id, payload, payloadFile }, (args) =>

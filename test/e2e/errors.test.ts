@@ -25,11 +25,18 @@ interface Case {
 const secretWord = "hush-4711"
 let receipt: Receipt
 let payloadFile: string
+let notUtf8File: string
 const validHex = "0123456789abcdef".repeat(4)
 
 beforeAll(async () => {
   payloadFile = path.join(tempDir(), "payload.json")
   fs.writeFileSync(payloadFile, "{}")
+  notUtf8File = path.join(tempDir(), "latin1.json")
+  // "café" in Latin-1: the byte 0xE9 alone is not UTF-8.
+  fs.writeFileSync(
+    notUtf8File,
+    Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0x63, 0x61, 0x66, 0xe9, 0x22, 0x7d])
+  )
 })
 
 const usageCases: ReadonlyArray<Case> = [
@@ -57,6 +64,19 @@ const usageCases: ReadonlyArray<Case> = [
     options: { stdin: JSON.stringify({ text: "x".repeat(1024 * 1024) }) },
     tag: "InvalidInput",
     mentions: "1048576"
+  },
+  {
+    name: "stdin past twice the payload limit: refused before the rest is read",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "-"],
+    options: { stdin: " ".repeat(3 * 1024 * 1024) },
+    tag: "InvalidInput",
+    mentions: "--payload: is over 2097152 bytes"
+  },
+  {
+    name: "a payload file that is not UTF-8: refused, not replaced",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload-file", notUtf8File],
+    tag: "InvalidInput",
+    mentions: "--payload-file: is not valid UTF-8"
   },
   {
     name: "an invalid --task-id",
