@@ -117,3 +117,22 @@ export const truncate = (text: string, max: number): string =>
 /** The last `max` characters of a text (stderr keeps its end, where the error usually is). */
 export const tail = (text: string, max: number): string =>
   text.length <= max ? text : `${Truncated} ${text.slice(text.length - max)}`
+
+/** A model name as a provider reported it, in a receipt or an error: at most this long. */
+export const MaxReportedModelChars = 200
+/** A usage object (or Claude's modelUsage) as reported, in a receipt: at most this much JSON. */
+export const MaxReportedJsonBytes = 8 * 1024
+
+/** What a provider reported as a model name, cut (and marked) past MaxReportedModelChars. */
+export const boundedModel = (model: string): string => truncate(model, MaxReportedModelChars)
+
+/**
+ * A JSON value a provider reported (usage, per-model usage), kept whole up to
+ * MaxReportedJsonBytes; past that, only its size, so a runaway server cannot bloat the record.
+ */
+export const boundedJson = (value: unknown): unknown => {
+  if (value === null || value === undefined) return value
+  const json = JSON.stringify(value)
+  const bytes = json === undefined ? 0 : Buffer.byteLength(json, "utf8")
+  return bytes <= MaxReportedJsonBytes ? value : { truncated: true, json_bytes: bytes }
+}

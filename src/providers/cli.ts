@@ -8,7 +8,7 @@ import { Clock, Effect, Ref } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
 import { ProviderFailed, ProviderUnavailable } from "../domain/errors.js"
 import type { AttemptReceipt, CliEvent } from "../domain/provider.js"
-import { MaxDetailChars, truncate } from "../domain/provider.js"
+import { boundedJson, MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
 import type { ProviderPayload } from "../domain/provider.js"
 import type { ProviderResult, ProviderTask } from "../services/Provider.js"
@@ -101,14 +101,14 @@ export const cliReceipt = (
   model_evidence: {
     verified: false,
     source: NoModelIdentity(provider),
-    ...(accounting.modelUsage === undefined ? {} : { model_usage: accounting.modelUsage })
+    ...(accounting.modelUsage === undefined ? {} : { model_usage: boundedJson(accounting.modelUsage) })
   },
   started_at: isoTime(run.startedAt),
   ended_at: isoTime(run.endedAt),
   duration_ms: run.endedAt - run.startedAt,
   exit_code: run.exitCode,
   http_status: null,
-  usage: accounting.usage ?? null,
+  usage: boundedJson(accounting.usage ?? null),
   cost_usd: accounting.costUsd,
   output_sha256: sha256Hex(run.stdout),
   output_bytes: run.stdout.length,

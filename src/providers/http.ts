@@ -9,7 +9,7 @@ import { Clock, Duration, Effect, Option, Stream } from "effect"
 import { sha256Hex } from "../domain/canonical.js"
 import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/errors.js"
 import type { AttemptReceipt } from "../domain/provider.js"
-import { MaxDetailChars, truncate } from "../domain/provider.js"
+import { boundedJson, boundedModel, MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
@@ -109,7 +109,7 @@ export const httpReceipt = (
 ): AttemptReceipt => ({
   provider,
   requested_model: requestedModel,
-  model: reportedModel,
+  model: reportedModel === null ? null : boundedModel(reportedModel),
   model_evidence: {
     verified: false,
     source: "the model field of the server's response: reported by the server, not verified"
@@ -119,7 +119,7 @@ export const httpReceipt = (
   duration_ms: outcome.endedAt - outcome.startedAt,
   exit_code: null,
   http_status: outcome.status,
-  usage: usage ?? null,
+  usage: boundedJson(usage ?? null),
   cost_usd: null,
   output_sha256: sha256Hex(outcome.body),
   output_bytes: outcome.body.length

@@ -1,4 +1,5 @@
 /** Ollama on this machine: POST /api/generate, non-streaming, the model in the JSON body. */
+import { boundedModel } from "../domain/provider.js"
 import type { HttpClient } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
 import { ModelMismatch, ProviderFailed, ProviderUnavailable } from "../domain/errors.js"
@@ -62,7 +63,7 @@ export const makeOllamaProvider = (settings: ProviderSettings) =>
             return yield* new ModelMismatch({
               provider: "ollama",
               requested: payload.model,
-              reported: answer.right.model,
+              reported: boundedModel(answer.right.model),
               receipt
             })
           }

@@ -2,6 +2,7 @@
  * An OpenAI-compatible server on this machine (llama.cpp, LM Studio, vLLM, …): POST
  * /v1/chat/completions, non-streaming, one user message.
  */
+import { boundedModel } from "../domain/provider.js"
 import type { HttpClient } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
 import { ModelMismatch, ProviderFailed, ProviderUnavailable } from "../domain/errors.js"
@@ -72,7 +73,7 @@ export const makeOpenAiProvider = (settings: ProviderSettings) =>
             return yield* new ModelMismatch({
               provider: "openai",
               requested: payload.model,
-              reported: answer.right.model,
+              reported: boundedModel(answer.right.model),
               receipt
             })
           }

@@ -72,3 +72,14 @@ describe("Claude's is_error results", () => {
     })
   })
 })
+
+describe("what a provider reports, bounded in the receipt", () => {
+  it("usage past 8 KiB of JSON keeps only its size; smaller usage is kept whole", async () => {
+    const { boundedJson } = await import("../../src/domain/provider.js")
+    const small = { input_tokens: 1, output_tokens: 2 }
+    assert.deepStrictEqual(boundedJson(small), small)
+    const big = { junk: "x".repeat(10_000) }
+    assert.deepStrictEqual(boundedJson(big), { truncated: true, json_bytes: JSON.stringify(big).length })
+    assert.isNull(boundedJson(null))
+  })
+})
