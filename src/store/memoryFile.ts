@@ -33,10 +33,16 @@ export const lockKeyFor = (basename: string): string =>
 const parseLines = (
   text: string
 ): Either.Either<
-  ReadonlyArray<{ readonly line: string; readonly original: unknown; readonly record: MemoryRecord }>,
+  ReadonlyArray<{
+    readonly line: string
+    readonly original: unknown
+    readonly record: MemoryRecord
+    /** The row's canonical JSON, what an import compares. */
+    readonly content: string
+  }>,
   string
 > => {
-  const rows: Array<{ line: string; original: unknown; record: MemoryRecord }> = []
+  const rows: Array<{ line: string; original: unknown; record: MemoryRecord; content: string }> = []
   const lines = text.split("\n")
   for (const [index, raw] of lines.entries()) {
     const line = raw.trim()
@@ -49,7 +55,11 @@ const parseLines = (
     }
     const record = decodeRecord(original)
     if (Either.isLeft(record)) return Either.left(`line ${index + 1}: ${describeParseError(record.left)}`)
-    rows.push({ line, original, record: record.right })
+    // A lone surrogate (`"\ud800"`) decodes but has no canonical form: two such rows would hash alike.
+    const content = Either.try(() => canonicalJson(original))
+    if (Either.isLeft(content))
+      return Either.left(`line ${index + 1}: a string holds a lone surrogate (it is not well-formed Unicode)`)
+    rows.push({ line, original, record: record.right, content: content.right })
   }
   return Either.right(rows)
 }
@@ -87,7 +97,7 @@ export const planImport = ({ fs }: Deps, existing: ReadonlyArray<StoredMemory>, 
     const lines: Array<string> = []
     let unchanged = 0
     for (const row of rows) {
-      const content = canonicalJson(row.original)
+      const content = row.content
       const before = known.get(row.record.id)
       if (before === content) {
         unchanged++

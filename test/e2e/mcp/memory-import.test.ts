@@ -41,7 +41,9 @@ const invalidRows: ReadonlyArray<readonly [string, string]> = [
   ["tags that are not strings", '{"id":"n","text":"x","source":"s","tags":[1]}'],
   ["an id over 200 characters", `{"id":"${"i".repeat(201)}","text":"x","source":"s"}`],
   ["an empty id", '{"id":"","text":"x","source":"s"}'],
-  ["not an object", '["id","text","source"]']
+  ["not an object", '["id","text","source"]'],
+  ["a lone surrogate in its text", '{"id":"n","text":"half \\ud800 a pair","source":"s"}'],
+  ["a lone surrogate in a tag", '{"id":"n","text":"x","source":"s","tags":["\\udc00"]}']
 ]
 
 describe("relaykeep memory import", () => {
