@@ -97,7 +97,7 @@ export const readTool = defineTool({
 export const cancelTool = defineTool({
   name: "cancel",
   description:
-    "Cancel a task by its receipt. Returns {cancelled, cancel_requested, state}: a queued task is cancelled at once (cancelled: true, again true if it already was); a running task gets cancel_requested: true and its worker stops it within a few seconds (it then reads as cancelled); a finished task is left as it is.",
+    "Cancel a task by its receipt. Returns {cancelled, cancel_requested, state}: a queued task is cancelled at once (cancelled: true, again true if it already was); a running task gets cancel_requested: true and its worker stops it within a few seconds, and it then reads as cancelled, unless its provider had already returned a result before the worker noticed: that result stands and the task reads complete (with cancel_requested_at set); a finished task is left as it is.",
   input: Schema.Struct(ReceiptArgs),
   output: CancelOutcome,
   tier: "write",
