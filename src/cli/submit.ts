@@ -5,7 +5,7 @@ import { Effect, Option, Stream } from "effect"
 import { InvalidInput } from "../domain/errors.js"
 import { ClientRequestId } from "../domain/ids.js"
 import { DefaultMaxPayloadBytes } from "../domain/submission.js"
-import { decodeField, parseJsonField } from "../domain/input.js"
+import { decodeField, decodeUtf8Field, parseJsonField } from "../domain/input.js"
 import { JsonObject } from "../domain/Task.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { printJson } from "./output.js"
@@ -47,12 +47,7 @@ const readBounded = <E>(field: string, source: Stream.Stream<Uint8Array, E>) =>
             return { chunks: kept.chunks, size: kept.size + chunk.length }
           })
     ),
-    Effect.flatMap(({ chunks }) =>
-      Effect.try({
-        try: () => new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks)),
-        catch: () => new InvalidInput({ field, reason: "is not valid UTF-8" })
-      })
-    )
+    Effect.flatMap(({ chunks }) => decodeUtf8Field(field, Buffer.concat(chunks)))
   )
 
 /** The payload text from exactly one source; stdin and file keep prompts off the process list. */

@@ -5,9 +5,9 @@
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { InvalidInput } from "../domain/errors.js"
-import { parseJsonField } from "../domain/input.js"
+import { decodeUtf8Field, parseJsonField } from "../domain/input.js"
 import { ForbiddenHost, ForbiddenOrigin, PayloadTooLarge, UnsupportedMediaType } from "./errors.js"
 import { isToken } from "./token.js"
 
@@ -108,9 +108,6 @@ export const readJsonBody = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.mapError(() => new InvalidInput({ field: "body", reason: "could not be read" }))
     )
     if (state.bytes > MaxBodyBytes) return yield* new PayloadTooLarge({ limitBytes: MaxBodyBytes })
-    const text = yield* Either.try({
-      try: () => new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(state.chunks)),
-      catch: () => new InvalidInput({ field: "body", reason: "is not UTF-8" })
-    })
+    const text = yield* decodeUtf8Field("body", Buffer.concat(state.chunks))
     return yield* parseJsonField("body", text)
   })

@@ -21,6 +21,16 @@ export const decodeField =
       Effect.mapError((error) => new InvalidInput({ field, reason: describeParseError(error) }))
     )
 
+/**
+ * Bytes as strict UTF-8, naming the field when they are not: invalid bytes are refused, never
+ * replaced, since a replaced byte would make two different inputs one.
+ */
+export const decodeUtf8Field = (field: string, bytes: Uint8Array): Either.Either<string, InvalidInput> =>
+  Either.try({
+    try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+    catch: () => new InvalidInput({ field, reason: "is not valid UTF-8" })
+  })
+
 /** Parse JSON text, naming the field when it is not JSON. */
 export const parseJsonField = (field: string, text: string): Either.Either<unknown, InvalidInput> =>
   Either.try({
