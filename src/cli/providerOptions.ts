@@ -5,8 +5,12 @@
  */
 import { Options } from "@effect/cli"
 import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import { parseDuration } from "../domain/duration.js"
+import { Host } from "../services/Host.js"
+import { ConfigFileName } from "../store/file/layout.js"
+import { checkRoot } from "../store/file/trust.js"
 import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
 import type { ProviderSettings } from "../providers/settings.js"
@@ -141,7 +145,11 @@ export const parseSwitch = (value: string): Either.Either<boolean, string> => {
 const readConfigFile = (root: string) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
-    const file = `${root}/config.json`
+    const path = yield* Path.Path
+    const host = yield* Host
+    const file = path.join(root, ConfigFileName)
+    // It names the executables the worker runs: another user's hand must not be able to reach it.
+    yield* checkRoot({ fs, path, uid: host.uid }, root, { files: [file] })
     const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
     if (!exists) return {}
     const content = yield* fs

@@ -66,12 +66,21 @@ export const checkHash = (record: TaskRecord, sha: string): Either.Either<TaskRe
     : Either.left(new HashMismatch({ taskId: record.task_id }))
 
 /**
- * Why a decoded record cannot be trusted, or undefined when it agrees with itself:
- * its id must be the one it is stored under and its payload must still match its hash.
+ * Why a decoded record cannot be trusted, or undefined when it agrees with itself: its id must
+ * be the one it is stored under and the keyed hash of its request id, and its payload must
+ * still match its hash.
  */
-export const recordDefect = (record: TaskRecord, storedUnder: TaskId): string | undefined => {
+export const recordDefect = (
+  record: TaskRecord,
+  storedUnder: TaskId,
+  secret: Uint8Array
+): string | undefined => {
   if (record.task_id !== storedUnder)
     return `task_id ${record.task_id} does not match its name ${storedUnder}`
+  // Only the root's secret makes a task id from a request id: a record that fails this was not
+  // written by this store (planted, or copied from another root) and is never dispatched.
+  if (taskIdFor(secret, record.client_request_id) !== record.task_id)
+    return "task_id is not the keyed hash of client_request_id under this store's secret (planted, or copied from another store)"
   if (payloadSha256(record.payload) !== record.payload_sha256) return "payload does not match payload_sha256"
   if ((record.state === "running") !== (record.lease !== null))
     return `state ${record.state} disagrees with lease`

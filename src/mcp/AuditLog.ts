@@ -6,6 +6,7 @@ import { timeMillis } from "../domain/Task.js"
 import type { AuditEntry, AuditStatus } from "./AuditEntry.js"
 import { Host } from "../services/Host.js"
 import { tempName } from "../store/file/layout.js"
+import { checkRoot } from "../store/file/trust.js"
 import { Lock, lockTimeoutAsStorageError } from "../services/Lock.js"
 import { appendEntry, readEntries, rewriteEntries } from "./auditFiles.js"
 
@@ -60,6 +61,8 @@ export class AuditLog extends Context.Tag("relaykeep/AuditLog")<
         const path = yield* Path.Path
         const lock = yield* Lock
         const host = yield* Host
+        // Entries would be appended to (and read back from) files another user could forge.
+        yield* checkRoot({ fs, path, uid: host.uid }, dir)
         const files = {
           fs,
           path,

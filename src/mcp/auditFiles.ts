@@ -5,6 +5,7 @@ import {
   ensureDirectory,
   isNotFound,
   listDirectory,
+  refuseSymlink,
   removeIfExists,
   syncDirectory,
   toStorageError,
@@ -34,6 +35,8 @@ export const appendEntry = ({ fs, path, dir }: Files, entry: AuditEntry) => {
   const open = fs.open(file, { flag: "a+", mode: 0o600 })
   return Effect.scoped(
     Effect.gen(function* () {
+      // Appending in place would follow a link planted under the day's name.
+      yield* refuseSymlink(fs, file)
       // The directory is made only when the first open finds it missing.
       const handle = yield* open.pipe(
         Effect.catchIf(isNotFound, () => Effect.zipRight(ensureDirectory(fs, dir), open))

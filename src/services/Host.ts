@@ -27,6 +27,8 @@ export class Host extends Context.Tag("relaykeep/Host")<
   Host,
   {
     readonly pid: number
+    /** The user this process runs as; undefined where there are no uids (Windows). */
+    readonly uid: number | undefined
     readonly hostname: string
     /** Changes when the machine reboots; a lock or lease from another boot is dead. */
     readonly bootId: string
@@ -81,6 +83,7 @@ export class Host extends Context.Tag("relaykeep/Host")<
         )
       return Host.of({
         pid: process.pid,
+        uid: process.getuid?.(),
         hostname: machine.name,
         bootId,
         isAlive: (pid) => Effect.sync(() => processExists(pid)),
@@ -101,6 +104,8 @@ export class Host extends Context.Tag("relaykeep/Host")<
    */
   static readonly layerTest = (options: {
     readonly pid?: number
+    /** Whose files a root must be (default: the real user's, since tests make real files). */
+    readonly uid?: number
     readonly hostname?: string
     readonly bootId?: string
     readonly alive?: ReadonlySet<number>
@@ -110,6 +115,7 @@ export class Host extends Context.Tag("relaykeep/Host")<
       Host,
       Host.of({
         pid: options.pid ?? 4242,
+        uid: options.uid ?? process.getuid?.(),
         hostname: options.hostname ?? "test-host",
         bootId: options.bootId ?? "test-boot",
         isAlive: (pid) => Effect.succeed(pid === (options.pid ?? 4242) || (options.alive?.has(pid) ?? false)),

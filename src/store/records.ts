@@ -10,12 +10,14 @@ const decodeRecord = Schema.decodeUnknownEither(TaskRecord, { errors: "first" })
 
 /**
  * Decode the JSON text of the record stored under `storedUnder`, or say why it is damaged.
- * `where` names the place in the store (a file, a row) in the error.
+ * `where` names the place in the store (a file, a row) in the error; `secret` is the store's key,
+ * which the record's task id must be made with.
  */
 export const decodeRecordText = (
   where: string,
   text: string,
-  storedUnder: TaskId
+  storedUnder: TaskId,
+  secret: Uint8Array
 ): Either.Either<TaskRecord, InvalidRecord> => {
   const damaged = (reason: string) => Either.left(new InvalidRecord({ file: where, reason }))
   const json = decodeJson(text)
@@ -26,6 +28,6 @@ export const decodeRecordText = (
     const at = issue && issue.path.length > 0 ? `${issue.path.join(".")}: ` : ""
     return damaged(`${at}${issue?.message ?? "does not decode"}`)
   }
-  const defect = recordDefect(record.right, storedUnder)
+  const defect = recordDefect(record.right, storedUnder, secret)
   return defect === undefined ? Either.right(record.right) : damaged(defect)
 }

@@ -74,6 +74,20 @@ describe("AuditLog.layer (files)", () => {
     }).pipe(Effect.provide(NodeContext.layer))
   )
 
+  it.scoped("never appends through a symbolic link planted under a day's name", () =>
+    Effect.gen(function* () {
+      const { audit, dir, fs, path } = yield* openLog
+      yield* audit.append(entryAt(Day1, "a", "ok", 1))
+      const elsewhere = path.join(yield* tempDir, "elsewhere.txt")
+      yield* fs.writeFileString(elsewhere, "untouched\n")
+      yield* fs.symlink(elsewhere, path.join(dir, "2025-06-02.jsonl"))
+      const error = yield* Effect.flip(audit.append(entryAt(Day2, "a", "ok", 2)))
+      assert.strictEqual(error._tag, "StorageError")
+      assert.include(error.message, "is a symbolic link")
+      assert.strictEqual(yield* fs.readFileString(elsewhere), "untouched\n")
+    }).pipe(Effect.provide(NodeContext.layer))
+  )
+
   it.scoped("list filters by status, tool and time, oldest first, and limit keeps the newest", () =>
     Effect.gen(function* () {
       const { audit } = yield* openLog

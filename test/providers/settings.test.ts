@@ -4,12 +4,13 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Option } from "effect"
+import { ConfigProvider, Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ProviderArgs } from "../../src/cli/providerOptions.js"
 import { NoProviderFlags, resolveProviderSettings } from "../../src/cli/providerOptions.js"
 import type { ProviderSettings } from "../../src/providers/settings.js"
+import { Host } from "../../src/services/Host.js"
 import { failureOf, sandbox } from "../support/fakeCli.js"
 
 const none: ProviderArgs = NoProviderFlags
@@ -24,7 +25,7 @@ const resolve = (
   if (config !== undefined) fs.writeFileSync(path.join(root, "config.json"), config)
   return resolveProviderSettings({ ...none, ...options }, root).pipe(
     Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
-    Effect.provide(NodeContext.layer),
+    Effect.provide(Layer.merge(NodeContext.layer, Host.layerTest({}))),
     Effect.either
   )
 }
@@ -184,7 +185,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
       Effect.gen(function* () {
         const box = yield* sandbox
         const failure = failureOf(yield* resolve(box.dir, {}, env, config))
-        assert.strictEqual(failure._tag, "InvalidInput")
+        if (failure._tag !== "InvalidInput") return assert.fail(`expected InvalidInput, got ${failure._tag}`)
         const expected = field === "config.json" ? path.join(box.dir, "config.json") : field
         assert.strictEqual(failure.field, expected)
         assert.match(failure.reason, reason)

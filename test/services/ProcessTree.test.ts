@@ -80,6 +80,7 @@ const scriptedHost = (initial: ReadonlyArray<Scripted>, withProc = true) => {
     Host,
     Host.of({
       pid: self,
+      uid: undefined,
       hostname: "test-host",
       bootId: "test-boot",
       isAlive: (pid) => Effect.succeed(running.has(pid)),

@@ -24,6 +24,7 @@ import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./
 import { encodeRecord, decodeRecordFile } from "./records.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
 import { scanRecords } from "./scan.js"
+import { checkRoot } from "./trust.js"
 import { fileWorkerRegistry } from "./workers.js"
 
 export interface FileStoreOptions {
@@ -43,15 +44,19 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const deps = { fs, path, host, lock, layout }
 
     /**
-     * The root is opened on the first operation, not when the layer is built. Opening creates
-     * the layout, reconciles after a reboot, sweeps dead writers' temp files and loads the secret.
+     * The root is opened on the first operation, not when the layer is built. Opening checks
+     * that no other user can write the root, creates the layout, loads the secret, reconciles
+     * after a reboot and sweeps dead writers' temp files.
      */
     const openRoot: Effect.Effect<Uint8Array, StorageError> = yield* onceSuccessful(
       Effect.gen(function* () {
+        // Before anything is read or created: a root another user can write is refused.
+        yield* checkRoot({ fs, path, uid: host.uid }, layout.root, layout.private)
         yield* ensureLayout(deps)
-        yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps))
+        const secret = yield* loadSecret(deps)
+        yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps, secret))
         yield* sweepTempFiles(deps)
-        return yield* loadSecret(deps)
+        return secret
       })
     )
 
@@ -62,11 +67,14 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
     const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>
-      Effect.flatMap(Effect.zipRight(openRoot, readIfExists(fs, layout.record(taskId))), (bytes) =>
-        Option.match(bytes, {
-          onNone: () => Effect.succeedNone,
-          onSome: (data) => Effect.map(decodeRecordFile(layout.record(taskId), data, taskId), Option.some)
-        })
+      Effect.flatMap(openRoot, (secret) =>
+        Effect.flatMap(readIfExists(fs, layout.record(taskId)), (bytes) =>
+          Option.match(bytes, {
+            onNone: () => Effect.succeedNone,
+            onSome: (data) =>
+              Effect.map(decodeRecordFile(layout.record(taskId), data, taskId, secret), Option.some)
+          })
+        )
       )
 
     const loadExisting = (taskId: TaskId) =>
@@ -199,7 +207,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     }).pipe(Effect.withSpan("TaskStore.live"))
 
     /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
-    const everything = Effect.zipRight(openRoot, scanRecords(fs, path, layout))
+    const everything = Effect.flatMap(openRoot, (secret) => scanRecords(fs, path, layout, secret))
 
     /** Changes in a directory of the root; a watch that cannot start (or fails later) just ends. */
     const watchDirectory = (directory: string) =>

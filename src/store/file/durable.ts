@@ -121,11 +121,36 @@ export const createComplete = (
   }).pipe(Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore)))
 }
 
-/** Create an empty file (an index marker); an existing one is fine. Not fsynced: markers are hints. */
+/**
+ * Create an empty file (an index marker); an existing one is fine. Not fsynced: markers are hints.
+ * O_EXCL, so a symbolic link planted under the marker's name is never followed.
+ */
 export const touch = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
-  fs
-    .writeFile(path, new Uint8Array(0), { flag: "a", mode: FileMode })
-    .pipe(Effect.mapError(toStorageError("create", path)))
+  fs.writeFile(path, new Uint8Array(0), { flag: "wx", mode: FileMode }).pipe(
+    Effect.catchIf(isAlreadyExists, () => Effect.void),
+    Effect.mapError(toStorageError("create", path))
+  )
+
+/**
+ * Refuse `path` when it is a symbolic link: for the files RelayKeep appends to in place (the
+ * audit log), where a link would redirect its writes. Everything else inside a root is written
+ * to an O_EXCL temp file and renamed, which never follows a link; and the root is private
+ * (trust.ts), so only its own user could plant one.
+ */
+export const refuseSymlink = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
+  fs.readLink(path).pipe(
+    Effect.matchEffect({
+      onFailure: () => Effect.void,
+      onSuccess: () =>
+        Effect.fail(
+          new StorageError({
+            operation: "open",
+            path,
+            reason: "is a symbolic link; RelayKeep never follows one inside its data root (remove it)"
+          })
+        )
+    })
+  )
 
 /** Remove a file; a missing one is fine. */
 export const removeIfExists = (fs: Files, path: string): Effect.Effect<void, StorageError> =>

@@ -9,6 +9,9 @@
  *   <root>/index/running/<task_id>       empty marker: may be running
  *   <root>/locks/<key>                   short-lived lock files
  *   <root>/workers/<instance>.json       a watching worker's last heartbeat (a hint, not fsynced)
+ *   <root>/audit/<YYYY-MM-DD>.jsonl      the MCP audit log
+ *   <root>/config.json                   provider settings (read by the CLI and the worker)
+ *   <root>/dashboard.token               the dashboard's capability token
  */
 import type { Path } from "@effect/platform"
 import type { TaskId } from "../../domain/ids.js"
@@ -25,24 +28,39 @@ export interface Layout {
   readonly running: string
   readonly locks: string
   readonly workers: string
+  /** What must be this user's alone before anything in the root is trusted (trust.ts). */
+  readonly private: { readonly directories: ReadonlyArray<string>; readonly files: ReadonlyArray<string> }
   readonly record: (taskId: TaskId) => string
   readonly queuedMarker: (record: TaskRecord) => string
   readonly runningMarker: (taskId: TaskId) => string
 }
 
+export const ConfigFileName = "config.json"
+export const AuditDirectoryName = "audit"
+export const TokenFileName = "dashboard.token"
+
 export const layoutOf = (path: Path.Path, root: string): Layout => {
   const tasks = path.join(root, "tasks")
-  const queued = path.join(root, "index", "queued")
-  const running = path.join(root, "index", "running")
+  const index = path.join(root, "index")
+  const queued = path.join(index, "queued")
+  const running = path.join(index, "running")
+  const locks = path.join(root, "locks")
+  const workers = path.join(root, "workers")
+  const secret = path.join(root, "secret")
+  const boot = path.join(root, "boot")
   return {
     root,
-    secret: path.join(root, "secret"),
-    boot: path.join(root, "boot"),
+    secret,
+    boot,
     tasks,
     queued,
     running,
-    locks: path.join(root, "locks"),
-    workers: path.join(root, "workers"),
+    locks,
+    workers,
+    private: {
+      directories: [tasks, index, queued, running, locks, workers, path.join(root, AuditDirectoryName)],
+      files: [secret, boot, path.join(root, ConfigFileName), path.join(root, TokenFileName)]
+    },
     record: (taskId) => path.join(tasks, `${taskId}.json`),
     queuedMarker: (record) => path.join(queued, queuedMarkerName(record)),
     runningMarker: (taskId) => path.join(running, taskId)

@@ -12,5 +12,6 @@ export const encodeRecord = (record: TaskRecord): Uint8Array => utf8(`${JSON.str
 export const decodeRecordFile = (
   file: string,
   bytes: Uint8Array,
-  storedUnder: TaskId
-): Either.Either<TaskRecord, InvalidRecord> => decodeRecordText(file, fromUtf8(bytes), storedUnder)
+  storedUnder: TaskId,
+  secret: Uint8Array
+): Either.Either<TaskRecord, InvalidRecord> => decodeRecordText(file, fromUtf8(bytes), storedUnder, secret)

@@ -93,7 +93,7 @@ export const sweepTempFilesIn = (
  * The first process of the new boot rebuilds the index from the records, under a root lock,
  * and then writes the new boot id; the others find the boot id current and do nothing.
  */
-export const reconcileAfterBoot = (deps: Deps) =>
+export const reconcileAfterBoot = (deps: Deps, secret: Uint8Array) =>
   Effect.gen(function* () {
     const { fs, path, host, lock, layout } = deps
     const current = yield* readIfExists(fs, layout.boot)
@@ -105,7 +105,7 @@ export const reconcileAfterBoot = (deps: Deps) =>
         if (Option.isSome(again) && fromUtf8(again.value).trim() === host.bootId) return false
         // Only dead writers' temp files: a process of this boot may be writing one right now.
         yield* sweepTempFiles(deps)
-        yield* rebuildIndex(deps)
+        yield* rebuildIndex(deps, secret)
         const token = yield* host.token
         yield* writeDurable(fs, path, layout.boot, tempName(host.pid, token), utf8(`${host.bootId}\n`))
         return true
@@ -117,7 +117,7 @@ export const reconcileAfterBoot = (deps: Deps) =>
   })
 
 /** Make the index agree with the records: one marker per live record, none for anything else. */
-const rebuildIndex = ({ fs, path, layout }: Deps) =>
+const rebuildIndex = ({ fs, path, layout }: Deps, secret: Uint8Array) =>
   Effect.gen(function* () {
     const wanted = new Set<string>()
     for (const name of yield* listDirectory(fs, layout.tasks)) {
@@ -126,7 +126,7 @@ const rebuildIndex = ({ fs, path, layout }: Deps) =>
       const file = path.join(layout.tasks, name)
       const bytes = yield* readIfExists(fs, file)
       if (Option.isNone(bytes)) continue
-      const record = decodeRecordFile(file, bytes.value, taskId)
+      const record = decodeRecordFile(file, bytes.value, taskId, secret)
       if (Either.isLeft(record)) continue
       if (record.right.state === "queued") wanted.add(layout.queuedMarker(record.right))
       if (record.right.state === "running") wanted.add(layout.runningMarker(taskId))

@@ -17,7 +17,12 @@ export interface Scan {
   readonly invalid: ReadonlyArray<InvalidRecordReport>
 }
 
-export const scanRecords = (fs: Files, path: Paths, layout: Layout): Effect.Effect<Scan, StorageError> =>
+export const scanRecords = (
+  fs: Files,
+  path: Paths,
+  layout: Layout,
+  secret: Uint8Array
+): Effect.Effect<Scan, StorageError> =>
   Effect.gen(function* () {
     const records: Array<TaskRecord> = []
     const invalid: Array<InvalidRecordReport> = []
@@ -31,7 +36,7 @@ export const scanRecords = (fs: Files, path: Paths, layout: Layout): Effect.Effe
       }
       const bytes = yield* readIfExists(fs, file)
       if (Option.isNone(bytes)) continue
-      Either.match(decodeRecordFile(file, bytes.value, taskId), {
+      Either.match(decodeRecordFile(file, bytes.value, taskId, secret), {
         onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
         onRight: (record) => records.push(record)
       })
@@ -61,5 +66,5 @@ export const readFileStore = (
         field: "--from",
         reason: `${layout.root} is not a RelayKeep data root (it has no ${SecretBytes}-byte secret)`
       })
-    return { secret: secret.value, ...(yield* scanRecords(fs, path, layout)) }
+    return { secret: secret.value, ...(yield* scanRecords(fs, path, layout, secret.value)) }
   })

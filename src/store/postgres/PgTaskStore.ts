@@ -67,8 +67,6 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
      */
     const open = yield* onceSuccessful(openQueue(target, settings, host, layerScope))
 
-    const decode = (row: Row) => decodeRow(target, row)
-
     const notify = (sql: PgClient.PgClient, record: TaskRecord) =>
       sql`SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)})`
 
@@ -78,7 +76,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>,
       onBusy?: () => A
     ) =>
-      Effect.flatMap(open, ({ sql }) =>
+      Effect.flatMap(open, ({ sql, secret }) =>
         retrying(
           "update",
           sql.withTransaction(
@@ -94,7 +92,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
                   yield* sql`SELECT 1 FROM ${sql(tasks)} WHERE queue = ${target.queue} AND task_id = ${taskId}`
                 return exists.length > 0 ? Either.right(onBusy()) : Either.left(new UnknownTask({ taskId }))
               }
-              const record = decode(row)
+              const record = decodeRow(target, row, secret)
               if (Either.isLeft(record)) return Either.left(record.left)
               const stepped = step(record.right, yield* Clock.currentTimeMillis)
               if (Either.isLeft(stepped)) return Either.left(stepped.left)
@@ -117,16 +115,17 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
     ) => Effect.flatMap(open, ({ sql }) => retrying(operation, query(sql)))
 
     /** Decode rows; the damaged ones are reported, never returned. */
-    const sortRows = (rows: ReadonlyArray<Row>) => {
-      const records: Array<TaskRecord> = []
-      const invalid: Array<InvalidRecordReport> = []
-      for (const row of rows)
-        Either.match(decode(row), {
-          onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-          onRight: (record) => records.push(record)
-        })
-      return { records, invalid }
-    }
+    const sortRows = (rows: ReadonlyArray<Row>) =>
+      Effect.map(open, ({ secret }) => {
+        const records: Array<TaskRecord> = []
+        const invalid: Array<InvalidRecordReport> = []
+        for (const row of rows)
+          Either.match(decodeRow(target, row, secret), {
+            onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
+            onRight: (record) => records.push(record)
+          })
+        return { records, invalid }
+      })
 
     const live: TaskStoreShape["live"] = Effect.gen(function* () {
       const rows = yield* selectRows(
@@ -136,7 +135,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           WHERE queue = ${target.queue} AND state IN ('queued', 'running')
           ORDER BY created_at, task_id`
       )
-      const { records, invalid } = sortRows(rows)
+      const { records, invalid } = yield* sortRows(rows)
       const queued = records.filter((record) => record.state === "queued")
       return {
         queued: queued.map((record) => record.task_id),
@@ -156,9 +155,11 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
             SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue} AND task_id = ${taskId}`
         ),
-        (rows): Effect.Effect<TaskRecord, UnknownTask | InvalidRecord> => {
+        (rows): Effect.Effect<TaskRecord, UnknownTask | InvalidRecord | StorageError> => {
           const row = rows[0]
-          return row === undefined ? Effect.fail(new UnknownTask({ taskId })) : decode(row)
+          return row === undefined
+            ? Effect.fail(new UnknownTask({ taskId }))
+            : Effect.flatMap(open, ({ secret }) => decodeRow(target, row, secret))
         }
       )
 
@@ -226,7 +227,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
             ORDER BY created_at DESC, task_id DESC
             LIMIT ${batch}`
         )
-        found.push(...sortRows(rows).records.filter(keep).map(toSummary))
+        found.push(...(yield* sortRows(rows)).records.filter(keep).map(toSummary))
         const last = rows[rows.length - 1]
         if (found.length > limit || rows.length < batch || last === undefined) break
         position = [last.created_at, last.task_id]
@@ -258,7 +259,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
             SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue}`
         )
-        const { records, invalid } = sortRows(rows)
+        const { records, invalid } = yield* sortRows(rows)
         const states = emptyStateCounts()
         for (const record of records) states[record.state] += 1
         return { records: rows.length, states, invalid_records: invalid }

@@ -97,7 +97,8 @@ export const importRecords = (
             )
             for (const record of others) {
               const row = existing.get(record.task_id)
-              const stored = row === undefined ? undefined : Either.getOrUndefined(decodeRow(target, row))
+              const stored =
+                row === undefined ? undefined : Either.getOrUndefined(decodeRow(target, row, secret))
               if (stored === undefined || fingerprint(stored) !== fingerprint(record))
                 return yield* refused(
                   `task ${record.task_id} is already in queue ${target.queue} with other contents; nothing was copied`
@@ -121,7 +122,7 @@ export const importRecords = (
       )
       for (const record of batch) {
         const row = rows.get(record.task_id)
-        const stored = row === undefined ? undefined : Either.getOrUndefined(decodeRow(target, row))
+        const stored = row === undefined ? undefined : Either.getOrUndefined(decodeRow(target, row, secret))
         if (stored === undefined || fingerprint(stored) !== fingerprint(record))
           return yield* new InvalidInput({
             field: "--to",

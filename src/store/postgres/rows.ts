@@ -35,11 +35,15 @@ export const rowOf = (queue: string, record: TaskRecord) => ({
 export const rowName = (target: PgTarget, taskId: string) => `postgres ${target.display} task ${taskId}`
 
 /** A row's record, or why it cannot be trusted. */
-export const decodeRow = (target: PgTarget, row: Row): Either.Either<TaskRecord, InvalidRecord> => {
+export const decodeRow = (
+  target: PgTarget,
+  row: Row,
+  secret: Uint8Array
+): Either.Either<TaskRecord, InvalidRecord> => {
   const name = rowName(target, row.task_id)
   if (!isTaskId(row.task_id))
     return Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
-  return Either.flatMap(decodeRecordText(name, row.record, row.task_id), (record) =>
+  return Either.flatMap(decodeRecordText(name, row.record, row.task_id, secret), (record) =>
     record.state !== row.state ||
     record.created_at !== row.created_at ||
     (record.not_before ?? null) !== row.not_before
