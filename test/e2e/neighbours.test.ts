@@ -33,7 +33,7 @@ if (!canSwitch && process.env["RELAYKEEP_REQUIRE_NEIGHBOURS"] === "1")
     "RELAYKEEP_REQUIRE_NEIGHBOURS=1, but this process cannot run the built CLI as nobody (root, runuser, a readable checkout)"
   )
 if (!canSwitch)
-  console.warn("neighbours suite skipped: it needs root, runuser and a checkout nobody can read")
+  process.stderr.write("neighbours suite skipped: it needs root, runuser and a checkout nobody can read\n")
 
 const tempDir = useTempDirs()
 
