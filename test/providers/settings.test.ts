@@ -111,6 +111,21 @@ describe("provider settings", { timeout: 180_000 }, () => {
     })
   )
 
+  it.scopedLive(
+    "a config.json others can write is refused before it is read, with the chmod that fixes it",
+    () =>
+      Effect.gen(function* () {
+        const box = yield* sandbox
+        const file = path.join(box.dir, "config.json")
+        fs.writeFileSync(file, JSON.stringify({ claude_executable: "/somewhere/else" }))
+        fs.chmodSync(file, 0o666)
+        const failure = failureOf(yield* resolve(box.dir, {}, {}))
+        assert.strictEqual(failure._tag, "StorageError")
+        assert.include(failure.message, `chmod 600 ${file}`)
+        assert.strictEqual(fs.statSync(file).mode & 0o777, 0o666)
+      })
+  )
+
   it.scopedLive("config.json alone sets everything; variables beat it; options beat both", () =>
     Effect.gen(function* () {
       const box = yield* sandbox
