@@ -1,8 +1,9 @@
 /**
  * The dashboard's API over a real HTTP connection to a server started in this process on a
  * free port of 127.0.0.1, with a memory store: every refusal of the guards (and that it changed
- * nothing), every route's happy path, the cookie flow, the event stream, and the security
- * headers on every answer (checked by `call` on each reply).
+ * nothing, and repeated nothing it was sent), every route's happy path, the page's files, the
+ * event stream, and the security headers, without any Set-Cookie, on every answer (checked by
+ * `call` on each reply).
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
@@ -13,7 +14,7 @@ import type { Scope } from "effect"
 import { Effect, Layer, Option, Schema } from "effect"
 import * as http from "node:http"
 import { createServer } from "node:http"
-import { ensureToken } from "../../src/dashboard/token.js"
+import { freshToken } from "../../src/dashboard/token.js"
 import { serveDashboard } from "../../src/dashboard/server.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
@@ -109,7 +110,7 @@ const withDashboard = <A, E>(
       yield* fs.writeFileString(path.join(assetsDir, "app.js"), "console.log('page')")
       yield* fs.writeFileString(path.join(assetsDir, "app.css"), "body{}")
       yield* fs.writeFileString(path.join(assetsDir, "secret.txt"), "not served")
-      const token = yield* ensureToken(root)
+      const token = yield* freshToken(root)
       const url = new URL(yield* serveDashboard({ token, root, store: { kind: "file", root }, assetsDir }))
       const store = yield* TaskStore
       const audit = yield* AuditLog
@@ -148,45 +149,80 @@ const postJson = (headers: Readonly<Record<string, string>>, body: string): Requ
 })
 
 describe("dashboard API: refusals change nothing", () => {
-  it.live("no token, a wrong token (header or cookie) → 401; the page and its files need the token too", () =>
-    withDashboard(({ call, token, store, unchanged }) =>
+  it.live("no token, a wrong one, or the right one in a cookie or the query → 401 on every API route", () =>
+    withDashboard(({ call, token, port, store, unchanged }) =>
       Effect.gen(function* () {
         yield* store.submit({ clientRequestId: ClientRequestId.make("existing"), payload: {} })
         yield* unchanged(
           Effect.gen(function* () {
-            const none = yield* call("/api/tasks")
-            assert.strictEqual(none.status, 401)
-            assert.strictEqual(errorTag(none), "Unauthorized")
             const wrong = "0".repeat(64) === token ? "1".repeat(64) : "0".repeat(64)
-            const wrongBearer = yield* call("/api/tasks", { headers: { authorization: `Bearer ${wrong}` } })
-            assert.strictEqual(wrongBearer.status, 401)
-            const shortBearer = yield* call("/api/tasks", { headers: { authorization: "Bearer abc" } })
-            assert.strictEqual(shortBearer.status, 401)
-            const wrongCookie = yield* call("/api/tasks", {
-              headers: { cookie: `relaykeep_dashboard=${wrong}` }
-            })
-            assert.strictEqual(wrongCookie.status, 401)
-            const post = yield* call("/api/tasks", postJson({}, jsonBody({ payload: { a: 1 } })))
-            assert.strictEqual(post.status, 401)
-            for (const page of ["/", "/app.js", "/app.css", "/index.html"]) {
-              const reply = yield* call(page)
-              assert.strictEqual(reply.status, 401, page)
-              assert.match(reply.headers["content-type"] ?? "", /^text\/plain/)
-              assert.include(reply.body, "relaykeep dashboard")
+            const own = { origin: `http://127.0.0.1:${port}` }
+            // The cookie the dashboard set before issue 16, now with the right token: never read.
+            const cookie = { cookie: `relaykeep_dashboard=${token}` }
+            const refused: ReadonlyArray<readonly [string, RequestOptions]> = [
+              ["/api/tasks", {}],
+              ["/api/tasks", { headers: { authorization: `Bearer ${wrong}` } }],
+              ["/api/tasks", { headers: { authorization: "Bearer abc" } }],
+              ["/api/tasks", { headers: { authorization: `Basic ${token}` } }],
+              ["/api/tasks", { headers: cookie }],
+              [`/api/tasks?token=${token}`, {}],
+              ["/api/events", { headers: cookie }],
+              [`/api/tasks/${"a".repeat(64)}`, { headers: cookie }],
+              ["/api/tasks", postJson({ ...cookie, ...own }, jsonBody({ payload: { a: 1 } }))],
+              [`/api/tasks/${"a".repeat(64)}/cancel`, { method: "POST", headers: { ...cookie, ...own } }],
+              ["/api/nowhere", { headers: cookie }]
+            ]
+            for (const [target, options] of refused) {
+              const reply = yield* call(target, options)
+              assert.strictEqual(reply.status, 401, `${target} ${JSON.stringify(options.headers)}`)
+              assert.strictEqual(errorTag(reply), "Unauthorized")
+              assert.notInclude(reply.body, token)
             }
-            const badLink = yield* call(`/?token=${wrong}`)
-            assert.strictEqual(badLink.status, 401)
-            assert.isUndefined(badLink.headers["set-cookie"])
-            const events = yield* call("/api/events")
-            assert.strictEqual(events.status, 401)
+            // Health says it is up, and no more, to a cookie as to anyone.
+            const health = yield* call("/api/health", { headers: cookie })
+            assert.deepStrictEqual(JSON.parse(health.body), { status: "ok", version: "0.1.0" })
           })
         )
       })
     )
   )
 
-  it.live("a foreign Host → 403 ForbiddenHost, even with the token and on health", () =>
-    withDashboard(({ call, bearer, unchanged }) =>
+  it.live("the page's files are served without the token (they hold no data); nothing else is", () =>
+    withDashboard(({ call, token }) =>
+      Effect.gen(function* () {
+        const page = yield* call("/")
+        assert.strictEqual(page.status, 200)
+        assert.match(page.headers["content-type"] ?? "", /^text\/html/)
+        assert.include(page.body, "<title>RelayKeep</title>")
+        assert.strictEqual((yield* call("/index.html")).body, page.body)
+        const script = yield* call("/app.js")
+        assert.match(script.headers["content-type"] ?? "", /^text\/javascript/)
+        const style = yield* call("/app.css")
+        assert.match(style.headers["content-type"] ?? "", /^text\/css/)
+        // The printed URL of old, the token in the query: the same page, and no cookie (call checks).
+        const oldLink = yield* call(`/?token=${token}`)
+        assert.strictEqual(oldLink.status, 200)
+        assert.strictEqual(oldLink.body, page.body)
+        for (const [target, method] of [
+          ["/secret.txt", "GET"],
+          ["/page/index.html", "GET"],
+          ["/", "POST"],
+          ["/app.js", "DELETE"]
+        ] as const) {
+          const reply = yield* call(target, { method, headers: { authorization: `Bearer ${token}` } })
+          assert.strictEqual(reply.status, 404, `${method} ${target}`)
+          assert.strictEqual(errorTag(reply), "NotFound")
+          assert.strictEqual(
+            errorMessage(reply),
+            "path: nothing is served here; the page is at / and the API under /api/"
+          )
+        }
+      })
+    )
+  )
+
+  it.live("a foreign Host, or a loopback one with another port or none → 403, even with the token", () =>
+    withDashboard(({ call, bearer, port, unchanged }) =>
       unchanged(
         Effect.gen(function* () {
           for (const host of [
@@ -194,15 +230,28 @@ describe("dashboard API: refusals change nothing", () => {
             "127.0.0.1.evil.example",
             "localhost.evil:80",
             "10.0.0.1",
-            "[::2]:80"
+            "[::2]:80",
+            "127.0.0.1:99999",
+            "127.0.0.1:1",
+            `127.0.0.1:${port + 1}`,
+            `localhost:0${port}`,
+            "127.0.0.1",
+            "localhost",
+            `evil.example:${port}`
           ]) {
             const reply = yield* call("/api/tasks", postJson({ ...bearer, host }, jsonBody({ payload: {} })))
             assert.strictEqual(reply.status, 403, host)
             assert.strictEqual(errorTag(reply), "ForbiddenHost")
+            assert.strictEqual(
+              errorMessage(reply),
+              `Host: must be localhost, 127.0.0.1 or [::1] with this dashboard's port, ${port}`
+            )
+            // Nor the page: a rebinding site gets not even the script.
+            assert.strictEqual((yield* call("/app.js", { headers: { host } })).status, 403, host)
           }
           const health = yield* call("/api/health", { headers: { host: "evil.example" } })
           assert.strictEqual(health.status, 403)
-          for (const host of ["localhost:8787", "127.0.0.1", "[::1]:9"]) {
+          for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`]) {
             const reply = yield* call("/api/tasks", { headers: { ...bearer, host } })
             assert.strictEqual(reply.status, 200, host)
           }
@@ -211,33 +260,52 @@ describe("dashboard API: refusals change nothing", () => {
     )
   )
 
-  it.live("a POST with a foreign Origin → 403; with the cookie alone it must carry an Origin", () =>
-    withDashboard(({ call, bearer, token, port, unchanged }) =>
-      unchanged(
+  it.live(
+    "a POST with a foreign Origin → 403, token or not; its own Origin, or none, with the token passes",
+    () =>
+      withDashboard(({ call, bearer, port, unchanged }) =>
         Effect.gen(function* () {
-          const body = jsonBody({ payload: { a: 1 } })
-          for (const origin of [
-            "http://evil.example",
-            `http://localhost:${port + 1}`,
-            "null",
-            `https://127.0.0.1:${port}`
-          ]) {
-            const reply = yield* call("/api/tasks", postJson({ ...bearer, origin }, body))
-            assert.strictEqual(reply.status, 403, origin)
-            assert.strictEqual(errorTag(reply), "ForbiddenOrigin")
-          }
-          const cookie = { cookie: `relaykeep_dashboard=${token}` }
-          const noOrigin = yield* call("/api/tasks", postJson(cookie, body))
-          assert.strictEqual(noOrigin.status, 403)
-          assert.strictEqual(errorTag(noOrigin), "ForbiddenOrigin")
-          const cancel = yield* call(`/api/tasks/${"a".repeat(64)}/cancel`, {
-            method: "POST",
-            headers: cookie
-          })
-          assert.strictEqual(cancel.status, 403)
+          yield* unchanged(
+            Effect.gen(function* () {
+              const body = jsonBody({ payload: { a: 1 } })
+              for (const origin of [
+                "http://evil.example",
+                `http://localhost:${port + 1}`,
+                `http://localhost:${port}`,
+                "null",
+                `https://127.0.0.1:${port}`
+              ]) {
+                for (const headers of [{ ...bearer, origin }, { origin }]) {
+                  const reply = yield* call("/api/tasks", postJson(headers, body))
+                  assert.strictEqual(reply.status, 403, origin)
+                  assert.strictEqual(errorTag(reply), "ForbiddenOrigin")
+                  assert.notInclude(reply.body, origin === "null" ? '"null"' : origin)
+                }
+              }
+              const cancel = yield* call(`/api/tasks/${"a".repeat(64)}/cancel`, {
+                method: "POST",
+                headers: { ...bearer, origin: "http://evil.example" }
+              })
+              assert.strictEqual(cancel.status, 403)
+            })
+          )
+          const own = yield* call(
+            "/api/tasks",
+            postJson({ ...bearer, origin: `http://127.0.0.1:${port}` }, "{}")
+          )
+          assert.strictEqual(own.status, 400, "past the guards, to the body's check")
+          const viaLocalhost = yield* call(
+            "/api/tasks",
+            postJson(
+              { ...bearer, origin: `http://localhost:${port}`, host: `localhost:${port}` },
+              jsonBody({ payload: {} })
+            )
+          )
+          assert.strictEqual(viaLocalhost.status, 201)
+          const none = yield* call("/api/tasks", postJson(bearer, jsonBody({ payload: { b: 1 } })))
+          assert.strictEqual(none.status, 201)
         })
       )
-    )
   )
 
   it.live("an oversized body → 413; a wrong content type → 415", () =>
@@ -261,6 +329,7 @@ describe("dashboard API: refusals change nothing", () => {
             })
             assert.strictEqual(reply.status, 415, type)
             assert.strictEqual(errorTag(reply), "UnsupportedMediaType")
+            assert.strictEqual(errorMessage(reply), "Content-Type: must be application/json")
           }
         })
       )
@@ -317,6 +386,63 @@ describe("dashboard API: refusals change nothing", () => {
           assert.strictEqual(errorTag(nowhere), "NotFound")
           const notServed = yield* call("/secret.txt", { headers: bearer })
           assert.strictEqual(notServed.status, 404)
+        })
+      )
+    )
+  )
+})
+
+describe("dashboard API: refusals repeat nothing they were sent", () => {
+  it.live("each names its field and rule; the value sent appears in no answer", () =>
+    withDashboard(({ call, bearer, unchanged }) =>
+      unchanged(
+        Effect.gen(function* () {
+          const secret = "sk-live-7f3a9QX"
+          const text = (body: string): RequestOptions => ({
+            method: "POST",
+            headers: { ...bearer, "content-type": `text/plain; note=${secret}` },
+            body
+          })
+          const cases: ReadonlyArray<readonly [string, RequestOptions, string]> = [
+            ["/api/tasks", text("{}"), "Content-Type"],
+            [`/api/tasks?state=${secret}`, { headers: bearer }, "state"],
+            [`/api/tasks?limit=${secret}`, { headers: bearer }, "limit"],
+            [`/api/tasks?cursor=${secret}`, { headers: bearer }, "cursor"],
+            [`/api/audit?since=${secret}`, { headers: bearer }, "since"],
+            [`/api/audit?outcome=${secret}`, { headers: bearer }, "outcome"],
+            [`/api/tasks/${secret}`, { headers: bearer }, "task_id"],
+            [`/api/tasks/${secret}/cancel`, { method: "POST", headers: bearer }, "task_id"],
+            ["/api/tasks", postJson(bearer, jsonBody({ payload: secret })), "payload"],
+            ["/api/tasks", postJson(bearer, jsonBody({ payload: [secret] })), "payload"],
+            [
+              "/api/tasks",
+              postJson(bearer, jsonBody({ payload: {}, request_id: `${secret}\u0001` })),
+              "request_id"
+            ],
+            [
+              "/api/tasks",
+              postJson(bearer, jsonBody({ payload: {}, request_id: secret.repeat(30) })),
+              "request_id"
+            ],
+            ["/api/tasks", postJson(bearer, jsonBody([secret])), "body"]
+          ]
+          for (const [target, options, field] of cases) {
+            const reply = yield* call(target, options)
+            assert.include([400, 415], reply.status, target)
+            assert.match(errorMessage(reply), new RegExp(`^${field}[:.]`), target)
+            assert.notInclude(reply.body, secret, target)
+          }
+          const utf8 = yield* call("/api/tasks", {
+            method: "POST",
+            headers: { ...bearer, "content-type": "application/json" },
+            body: Buffer.concat([
+              Buffer.from(`{"payload":{"k":"${secret}`),
+              Buffer.from([0xff]),
+              Buffer.from('"}}')
+            ])
+          })
+          assert.strictEqual(utf8.status, 400)
+          assert.strictEqual(errorMessage(utf8), "body: is not valid UTF-8")
         })
       )
     )
@@ -542,46 +668,6 @@ describe("dashboard API: routes", () => {
           const alone = WorkersReply((yield* call("/api/workers", { headers: bearer })).body)
           assert.deepStrictEqual(alone, { workers: health.workers, registry_error: null })
           assert.strictEqual((yield* call("/api/workers")).status, 401)
-        })
-      )
-  )
-
-  it.live(
-    "the printed URL sets an HttpOnly, SameSite=Strict cookie; the cookie then opens the page and the API",
-    () =>
-      withDashboard(({ call, token, port }) =>
-        Effect.gen(function* () {
-          const link = yield* call(`/?token=${token}`)
-          assert.strictEqual(link.status, 303)
-          assert.strictEqual(link.headers.location, "/")
-          const setCookie = link.headers["set-cookie"]?.[0] ?? ""
-          assert.strictEqual(setCookie, `relaykeep_dashboard=${token}; HttpOnly; SameSite=Strict; Path=/`)
-          const cookie = { cookie: `relaykeep_dashboard=${token}` }
-          const page = yield* call("/", { headers: cookie })
-          assert.strictEqual(page.status, 200)
-          assert.match(page.headers["content-type"] ?? "", /^text\/html/)
-          assert.include(page.body, "<title>RelayKeep</title>")
-          const script = yield* call("/app.js", { headers: cookie })
-          assert.match(script.headers["content-type"] ?? "", /^text\/javascript/)
-          const style = yield* call("/app.css", { headers: cookie })
-          assert.match(style.headers["content-type"] ?? "", /^text\/css/)
-          assert.strictEqual((yield* call("/api/tasks", { headers: cookie })).status, 200)
-          const submitted = yield* call(
-            "/api/tasks",
-            postJson(
-              { ...cookie, origin: `http://127.0.0.1:${port}`, host: `127.0.0.1:${port}` },
-              jsonBody({ payload: {} })
-            )
-          )
-          assert.strictEqual(submitted.status, 201)
-          const viaLocalhost = yield* call(
-            "/api/tasks",
-            postJson(
-              { ...cookie, origin: `http://localhost:${port}`, host: `localhost:${port}` },
-              jsonBody({ payload: {} })
-            )
-          )
-          assert.strictEqual(viaLocalhost.status, 201)
         })
       )
   )
