@@ -43,7 +43,7 @@ let url = null
 for (let waited = 0; url === null; waited += 100) {
   if (waited > 30_000) throw new Error(`no URL from the dashboard: ${output}`)
   await after(100)
-  url = /(http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{64})/.exec(output)?.[1] ?? null
+  url = /(http:\/\/127\.0\.0\.1:\d+\/#token=[0-9a-f]{64})/.exec(output)?.[1] ?? null
 }
 
 const browser = await chromium.launch({ executablePath })

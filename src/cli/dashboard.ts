@@ -16,7 +16,13 @@ const port = Options.integer("port").pipe(
   )
 )
 
-export const dashboard = Command.make("dashboard", { ...storeOptions, port }, (args) =>
+const keepToken = Options.boolean("keep-token").pipe(
+  Options.withDescription(
+    "Reuse the token in <root>/dashboard.token, and so the last start's URL (without it, each start draws a new token and the old URL stops working)"
+  )
+)
+
+export const dashboard = Command.make("dashboard", { ...storeOptions, port, keepToken }, (args) =>
   Effect.gen(function* () {
     const chosen = yield* resolveStore(args)
     // The token lives in the data root even when the queue is in PostgreSQL.
@@ -24,6 +30,7 @@ export const dashboard = Command.make("dashboard", { ...storeOptions, port }, (a
     const module = yield* dashboardModule
     return yield* module.runDashboard({
       root,
+      keepToken: args.keepToken,
       store:
         chosen._tag === "file"
           ? { kind: "file", root: chosen.root }
@@ -32,7 +39,7 @@ export const dashboard = Command.make("dashboard", { ...storeOptions, port }, (a
   })
 ).pipe(
   Command.withDescription(
-    "Serve the dashboard and its API on 127.0.0.1; prints the URL to open, with its token."
+    "Serve the dashboard and its API on 127.0.0.1; prints the URL to open, with a new token in its #fragment (--keep-token reuses the last one)."
   ),
   Command.provide((args) =>
     Layer.mergeAll(storeLayer(args), auditLayer(args.root), httpClientLayer).pipe(

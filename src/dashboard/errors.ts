@@ -2,30 +2,30 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Schema } from "effect"
 
-/** No token, or not the right one. */
+/** No Bearer token, or not the one of this start. A cookie is never read. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {}) {
   override get message() {
-    return "open the URL that `relaykeep dashboard` printed, or send Authorization: Bearer <token>"
+    return "Authorization: must be Bearer and the token of this dashboard's start (the #token= of the URL `relaykeep dashboard` printed)"
   }
 }
 
-/** A Host header that is not a loopback name or address (DNS rebinding). */
+/**
+ * A Host header that is not a loopback name or address with this server's port: a page on
+ * another site rebinding its name to 127.0.0.1 (DNS rebinding), or a request meant for
+ * another local service. The message names the rule, never the header as sent.
+ */
 export class ForbiddenHost extends Schema.TaggedError<ForbiddenHost>()("ForbiddenHost", {
-  host: Schema.String
+  port: Schema.Number
 }) {
   override get message() {
-    return `Host ${JSON.stringify(this.host)} is not a loopback name or address`
+    return `Host: must be localhost, 127.0.0.1 or [::1] with this dashboard's port, ${this.port}`
   }
 }
 
-/** A state-changing request from another origin, or one relying on the cookie without an Origin. */
-export class ForbiddenOrigin extends Schema.TaggedError<ForbiddenOrigin>()("ForbiddenOrigin", {
-  origin: Schema.String
-}) {
+/** A state-changing request sent by a page of another origin (CSRF). */
+export class ForbiddenOrigin extends Schema.TaggedError<ForbiddenOrigin>()("ForbiddenOrigin", {}) {
   override get message() {
-    return this.origin === ""
-      ? "a state-changing request authenticated by the cookie must carry its Origin"
-      : `Origin ${JSON.stringify(this.origin)} is not this dashboard`
+    return "Origin: a state-changing request must come from this dashboard's own origin, http://<its Host>"
   }
 }
 
@@ -37,17 +37,19 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("Payl
   }
 }
 
-export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", {
-  contentType: Schema.String
-}) {
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
+  "UnsupportedMediaType",
+  {}
+) {
   override get message() {
-    return `the body must be application/json, not ${JSON.stringify(this.contentType)}`
+    return "Content-Type: must be application/json"
   }
 }
 
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { path: Schema.String }) {
+/** No route or page file at the request's path (the message does not repeat the path). */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {}) {
   override get message() {
-    return `nothing at ${this.path}`
+    return "path: nothing is served here; the page is at / and the API under /api/"
   }
 }
 

@@ -1,7 +1,9 @@
 /**
- * What every request passes before it reaches a route: a loopback Host (DNS rebinding), an
- * Origin that is this dashboard for state-changing requests (CSRF), the token (as a Bearer
- * header or the cookie), and, for JSON bodies, the content type, a size limit and UTF-8.
+ * What every request passes before it reaches a route: a Host naming this server, loopback
+ * and its own port (against DNS rebinding, and requests meant for another local service), an
+ * Origin that is this dashboard for state-changing requests (CSRF), the token as a Bearer
+ * header (a cookie is never set or read: cookies are not scoped to a port), and, for JSON
+ * bodies, the content type, a size limit and UTF-8.
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -11,15 +13,15 @@ import { decodeUtf8Field, parseJsonField } from "../domain/input.js"
 import { ForbiddenHost, ForbiddenOrigin, PayloadTooLarge, UnsupportedMediaType } from "./errors.js"
 import { isToken } from "./token.js"
 
-export const CookieName = "relaykeep_dashboard"
-
 /** A payload may be 1 MiB; the envelope around it gets 64 KiB more. */
 export const MaxBodyBytes = 1024 * 1024 + 64 * 1024
 
 /** Past this, an oversized body is no longer drained so that its 413 can be read: the connection drops. */
 const MaxDrainBytes = 8 * 1024 * 1024
 
-const LoopbackHost = /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/i
+const LoopbackHost = /^(?:localhost|127\.0\.0\.1|\[::1\])(?::([0-9]{1,5}))?$/i
+
+const BearerHeader = /^Bearer +([0-9a-f]{64}) *$/i
 
 const StateChanging = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -41,51 +43,51 @@ export const withSecurityHeaders = (pathname: string) => (response: HttpServerRe
 const header = (request: HttpServerRequest.HttpServerRequest, name: string): string | undefined =>
   request.headers[name]
 
-/** The Host header, when it names this machine's loopback. */
-export const checkHost = (request: HttpServerRequest.HttpServerRequest) => {
+/**
+ * The Host header, when it names this machine's loopback with `port`, the port the server
+ * listens on: exactly its decimal digits, and no port at all only for port 80 (as HTTP omits
+ * it there). A page of another local service's origin, or one rebinding its name, gets nothing.
+ */
+export const checkHost = (
+  request: HttpServerRequest.HttpServerRequest,
+  port: number
+): Effect.Effect<string, ForbiddenHost> => {
   const host = header(request, "host") ?? ""
-  return LoopbackHost.test(host) ? Effect.succeed(host) : Effect.fail(new ForbiddenHost({ host }))
+  const match = LoopbackHost.exec(host)
+  if (match === null) return Effect.fail(new ForbiddenHost({ port }))
+  const given = match[1]
+  const right = given === undefined ? port === 80 : given === String(port)
+  return right ? Effect.succeed(host) : Effect.fail(new ForbiddenHost({ port }))
 }
 
 export const isStateChanging = (request: HttpServerRequest.HttpServerRequest): boolean =>
   StateChanging.has(request.method)
 
 /**
- * A state-changing request with an Origin must come from this dashboard's own origin. One
- * that relies on the cookie must carry an Origin at all (browsers send it on fetch POSTs), so
- * a cross-site form can never ride on the cookie.
+ * A state-changing request that carries an Origin must carry this dashboard's own,
+ * `http://<Host>` (the Host already checked). Browsers send an Origin on every cross-origin
+ * POST; one without is a program such as curl, which still needs the Bearer token.
  */
 export const checkOrigin = (
   request: HttpServerRequest.HttpServerRequest,
-  host: string,
-  auth: Authentication
+  host: string
 ): Effect.Effect<void, ForbiddenOrigin> => {
   if (!isStateChanging(request)) return Effect.void
   const origin = header(request, "origin")
-  if (origin === undefined)
-    return auth === "cookie" ? Effect.fail(new ForbiddenOrigin({ origin: "" })) : Effect.void
+  if (origin === undefined) return Effect.void
   return origin.toLowerCase() === `http://${host}`.toLowerCase()
     ? Effect.void
-    : Effect.fail(new ForbiddenOrigin({ origin }))
+    : Effect.fail(new ForbiddenOrigin())
 }
 
-export type Authentication = "bearer" | "cookie" | "none"
-
-/** How the request proves it holds the token, if it does. */
-export const authenticationOf = (
-  request: HttpServerRequest.HttpServerRequest,
-  token: string
-): Authentication => {
-  const authorization = header(request, "authorization")
-  const bearer = authorization === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1]
-  if (bearer !== undefined && isToken(token, bearer)) return "bearer"
-  const cookie = request.cookies[CookieName]
-  if (cookie !== undefined && isToken(token, cookie)) return "cookie"
-  return "none"
+/**
+ * Whether the request carries `Authorization: Bearer <token>` with this start's token. Only
+ * that header counts: a cookie, a query parameter or anything else is never read.
+ */
+export const isAuthorized = (request: HttpServerRequest.HttpServerRequest, token: string): boolean => {
+  const bearer = BearerHeader.exec(header(request, "authorization") ?? "")?.[1]
+  return bearer !== undefined && isToken(token, bearer)
 }
-
-/** The cookie that keeps the token in the browser: never readable by scripts, never sent cross-site. */
-export const tokenCookie = (token: string) => `${CookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`
 
 /**
  * The body as JSON: `application/json`, at most MaxBodyBytes, UTF-8, parseable. An oversized
@@ -94,8 +96,7 @@ export const tokenCookie = (token: string) => `${CookieName}=${token}; HttpOnly;
 export const readJsonBody = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function* () {
     const contentType = header(request, "content-type") ?? ""
-    if (!/^application\/json\s*(;|$)/i.test(contentType))
-      return yield* new UnsupportedMediaType({ contentType })
+    if (!/^application\/json\s*(;|$)/i.test(contentType)) return yield* new UnsupportedMediaType()
     const state = { bytes: 0, chunks: new Array<Uint8Array>() }
     yield* request.stream.pipe(
       Stream.takeWhile(() => state.bytes <= MaxDrainBytes),

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { ServeFailed } from "./errors.js"
 import type { StoreInfo } from "./routes.js"
 import { serveDashboard } from "./server.js"
-import { ensureToken } from "./token.js"
+import { startToken } from "./token.js"
 
 /**
  * Loopback only, never 0.0.0.0: the token is a second line of defence, not the first. At
@@ -39,12 +39,26 @@ export const serverLayer = (port: number) =>
 /** `dist/page/`, beside `dist/dashboard/` and `dist/bundle/` (the bundle defines import.meta.url). */
 export const defaultAssetsDir = () => fileURLToPath(new URL("../page/", import.meta.url))
 
-/** Serve until interrupted; print the URL (with its token) as the one line on stdout. */
-export const runDashboard = (options: { readonly root: string; readonly store: StoreInfo }) =>
+/**
+ * Serve until interrupted; print the URL (the token in its fragment) as the one line on
+ * stdout. The server is already listening when this runs (its layer binds the port), so a
+ * start that cannot listen leaves the token file as it was.
+ */
+export const runDashboard = (options: {
+  readonly root: string
+  readonly store: StoreInfo
+  /** Reuse the token file's token (`--keep-token`) instead of drawing a new one. */
+  readonly keepToken: boolean
+}) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const token = yield* ensureToken(options.root)
-      const url = yield* serveDashboard({ ...options, token, assetsDir: defaultAssetsDir() })
+      const token = yield* startToken(options.root, { keep: options.keepToken })
+      const url = yield* serveDashboard({
+        root: options.root,
+        store: options.store,
+        token,
+        assetsDir: defaultAssetsDir()
+      })
       yield* Console.log(`RelayKeep dashboard: ${url}`)
       yield* Effect.logInfo("serving until SIGINT or SIGTERM")
       return yield* Effect.never

@@ -1,7 +1,8 @@
 /**
- * The dashboard's HTTP server: guards on every request, then the page's three files or the
- * /api routes, every answer with the security headers. Serves on whatever HttpServer it is
- * given; `relaykeep dashboard` gives it 127.0.0.1 only.
+ * The dashboard's HTTP server: guards on every request, then the page's three files (to
+ * anyone: they hold no data) or the /api routes (to the Bearer token alone), every answer with
+ * the security headers. Serves on whatever TCP HttpServer it is given; `relaykeep dashboard`
+ * gives it 127.0.0.1 only.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -11,10 +12,9 @@ import * as Path from "@effect/platform/Path"
 import { Cause, Deferred, Effect } from "effect"
 import { Version } from "../version.js"
 import { errorResponse, NotFound, statusOf, Unauthorized } from "./errors.js"
-import { authenticationOf, checkHost, checkOrigin, tokenCookie, withSecurityHeaders } from "./guards.js"
+import { checkHost, checkOrigin, isAuthorized, withSecurityHeaders } from "./guards.js"
 import type { StoreInfo } from "./routes.js"
 import { apiRoutes } from "./routes.js"
-import { isToken } from "./token.js"
 
 export interface DashboardOptions {
   readonly token: string
@@ -33,11 +33,11 @@ const Assets: Readonly<Record<string, readonly [string, string]>> = {
   "/app.css": ["app.css", "text/css; charset=utf-8"]
 }
 
-const UnauthorizedText =
-  "RelayKeep dashboard: open the URL that `relaykeep dashboard` printed (it carries the token).\n"
-
-/** The whole application, with its guards. `stopping` ends open event streams at shutdown. */
-export const dashboardApp = (options: DashboardOptions, stopping: Deferred.Deferred<void>) =>
+/**
+ * The whole application, with its guards, for a server listening on `port` (the only port a
+ * Host header may name). `stopping` ends open event streams at shutdown.
+ */
+export const dashboardApp = (options: DashboardOptions, port: number, stopping: Deferred.Deferred<void>) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
@@ -45,41 +45,31 @@ export const dashboardApp = (options: DashboardOptions, stopping: Deferred.Defer
 
     const asset = (pathname: string) => {
       const found = Assets[pathname]
-      if (found === undefined) return Effect.fail(new NotFound({ path: pathname }))
+      if (found === undefined) return Effect.fail(new NotFound())
       const [name, contentType] = found
       return fs.readFile(path.join(options.assetsDir, name)).pipe(
         Effect.map((bytes) => HttpServerResponse.uint8Array(bytes, { contentType })),
-        Effect.mapError(() => new NotFound({ path: pathname }))
+        Effect.mapError(() => new NotFound())
       )
     }
 
     const guarded = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
       Effect.gen(function* () {
-        const host = yield* checkHost(request)
-        const auth = authenticationOf(request, options.token)
-        yield* checkOrigin(request, host, auth)
-        const isApi = url.pathname.startsWith("/api/")
-        // Health answers anyone that it is up, and nothing more.
-        if (auth === "none" && url.pathname === "/api/health" && request.method === "GET")
-          return HttpServerResponse.unsafeJson({ status: "ok", version: Version })
-        // The printed URL: trade the token in the query for the cookie, and drop it from the address.
-        if (url.pathname === "/" && request.method === "GET" && url.searchParams.has("token")) {
-          if (!isToken(options.token, url.searchParams.get("token") ?? ""))
-            return HttpServerResponse.text(UnauthorizedText, { status: 401 })
-          return HttpServerResponse.empty({
-            status: 303,
-            headers: { location: "/", "set-cookie": tokenCookie(options.token) }
-          })
+        const host = yield* checkHost(request, port)
+        yield* checkOrigin(request, host)
+        // The page's files: the page then reads its token from the URL's fragment, which the
+        // browser never sends, and asks the API with it.
+        if (!url.pathname.startsWith("/api/")) {
+          if (request.method !== "GET" && request.method !== "HEAD") return yield* new NotFound()
+          return yield* asset(url.pathname)
         }
-        if (auth === "none")
-          return isApi
-            ? yield* new Unauthorized()
-            : HttpServerResponse.text(UnauthorizedText, { status: 401 })
-        if (isApi)
-          return yield* api.pipe(Effect.catchTag("RouteNotFound", () => new NotFound({ path: url.pathname })))
-        if (request.method !== "GET" && request.method !== "HEAD")
-          return yield* new NotFound({ path: url.pathname })
-        return yield* asset(url.pathname)
+        if (!isAuthorized(request, options.token)) {
+          // Health answers anyone that it is up, and nothing more.
+          if (url.pathname === "/api/health" && request.method === "GET")
+            return HttpServerResponse.unsafeJson({ status: "ok", version: Version })
+          return yield* new Unauthorized()
+        }
+        return yield* api.pipe(Effect.catchTag("RouteNotFound", () => new NotFound()))
       })
 
     const app = Effect.gen(function* () {
@@ -110,16 +100,18 @@ export const dashboardApp = (options: DashboardOptions, stopping: Deferred.Defer
 
 /**
  * Serve the dashboard on the HttpServer in context until the scope closes; returns the URL to
- * open (with the token). On close, event streams end first so the server can close.
+ * open, with the token in its fragment (`#token=`), which a browser keeps to itself. On close,
+ * event streams end first so the server can close.
  */
 export const serveDashboard = (options: DashboardOptions) =>
   Effect.gen(function* () {
     const server = yield* HttpServer.HttpServer
+    const address = server.address
+    // A fact of the server we were given at boot: every layer that serves the dashboard is TCP.
+    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("the dashboard serves on TCP only")
     const stopping = yield* Deferred.make<void>()
-    const { app } = yield* dashboardApp(options, stopping)
+    const { app } = yield* dashboardApp(options, address.port, stopping)
     yield* server.serve(app)
     yield* Effect.addFinalizer(() => Deferred.succeed(stopping, undefined))
-    const address = server.address
-    const port = address._tag === "TcpAddress" ? address.port : 0
-    return `http://127.0.0.1:${port}/?token=${options.token}`
+    return `http://127.0.0.1:${address.port}/#token=${options.token}`
   })

@@ -1,36 +1,20 @@
 /**
- * The dashboard's API over a real HTTP connection to a server started in this process on a
- * free port of 127.0.0.1, with a memory store: every refusal of the guards (and that it changed
- * nothing), every route's happy path, the cookie flow, the event stream, and the security
- * headers on every answer (checked by `call` on each reply).
+ * The dashboard's API over a real HTTP connection (test/support/dashboard.ts): the body's
+ * refusals (and that they changed nothing and repeated nothing they were sent), every route's
+ * happy path and the event stream. The guards before the routes: server.test.ts.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
-import type { Scope } from "effect"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import * as http from "node:http"
-import { createServer } from "node:http"
-import { ensureToken } from "../../src/dashboard/token.js"
-import { serveDashboard } from "../../src/dashboard/server.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
 import { CancelOutcome, Receipt, TaskRecord, TaskSummary } from "../../src/domain/Task.js"
 import type { WorkerPresence } from "../../src/domain/worker.js"
 import { WorkerView } from "../../src/worker/registry.js"
-import { presenceAt } from "../support/presence.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
-import { Host } from "../../src/services/Host.js"
-import { TaskStore } from "../../src/services/TaskStore.js"
+import { jsonBody, postJson, withDashboard } from "../support/dashboard.js"
 import type { RequestOptions } from "../support/http.js"
-import { assertSecurityHeaders, errorMessage, errorTag, request } from "../support/http.js"
-
-const Setup = Layer.mergeAll(TaskStore.layerMemory(), AuditLog.layerMemory, NodeHttpClient.layer).pipe(
-  Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-  Layer.provideMerge(Host.layerTest({}))
-)
+import { assertSecurityHeaders, errorMessage, errorTag } from "../support/http.js"
+import { presenceAt } from "../support/presence.js"
 
 const json = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownSync(Schema.parseJson(schema))
 const SubmitReply = json(Schema.Struct({ receipt: Receipt, task: TaskSummary }))
@@ -82,164 +66,7 @@ const DoctorReply = json(
   })
 )
 
-/** A dashboard on a fresh memory store, serving three page files from a temp directory. */
-const withDashboard = <A, E>(
-  body: (dashboard: {
-    readonly token: string
-    readonly port: number
-    readonly root: string
-    readonly store: TaskStore["Type"]
-    readonly audit: AuditLog["Type"]
-    readonly call: (
-      path: string,
-      options?: RequestOptions
-    ) => Effect.Effect<Awaited<ReturnType<typeof request>>>
-    readonly bearer: Readonly<Record<string, string>>
-    readonly unchanged: <B, F>(effect: Effect.Effect<B, F>) => Effect.Effect<B, F>
-  }) => Effect.Effect<A, E, Scope.Scope>
-) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const fs = yield* FileSystem.FileSystem
-      const path = yield* Path.Path
-      const root = yield* fs.makeTempDirectoryScoped()
-      const assetsDir = path.join(root, "page")
-      yield* fs.makeDirectory(assetsDir)
-      yield* fs.writeFileString(path.join(assetsDir, "index.html"), "<!doctype html><title>RelayKeep</title>")
-      yield* fs.writeFileString(path.join(assetsDir, "app.js"), "console.log('page')")
-      yield* fs.writeFileString(path.join(assetsDir, "app.css"), "body{}")
-      yield* fs.writeFileString(path.join(assetsDir, "secret.txt"), "not served")
-      const token = yield* ensureToken(root)
-      const url = new URL(yield* serveDashboard({ token, root, store: { kind: "file", root }, assetsDir }))
-      const store = yield* TaskStore
-      const audit = yield* AuditLog
-      const port = Number(url.port)
-      const call = (target: string, options?: RequestOptions) =>
-        Effect.tap(
-          Effect.promise(() => request(port, target, options)),
-          (reply) => assertSecurityHeaders(reply, new URL(target, "http://x").pathname)
-        )
-      const snapshot = Effect.all([store.list({ limit: 500 }), store.check, audit.list({})])
-      const unchanged = <B, F>(effect: Effect.Effect<B, F>) =>
-        Effect.gen(function* () {
-          const before = yield* Effect.orDie(snapshot)
-          const result = yield* effect
-          assert.deepStrictEqual(yield* Effect.orDie(snapshot), before, "a refused request changed nothing")
-          return result
-        })
-      return yield* body({
-        token,
-        port,
-        root,
-        store,
-        audit,
-        call,
-        bearer: { authorization: `Bearer ${token}` },
-        unchanged
-      })
-    })
-  ).pipe(Effect.provide(Setup))
-
-const jsonBody = (value: unknown) => JSON.stringify(value)
-const postJson = (headers: Readonly<Record<string, string>>, body: string): RequestOptions => ({
-  method: "POST",
-  headers: { ...headers, "content-type": "application/json" },
-  body
-})
-
-describe("dashboard API: refusals change nothing", () => {
-  it.live("no token, a wrong token (header or cookie) → 401; the page and its files need the token too", () =>
-    withDashboard(({ call, token, store, unchanged }) =>
-      Effect.gen(function* () {
-        yield* store.submit({ clientRequestId: ClientRequestId.make("existing"), payload: {} })
-        yield* unchanged(
-          Effect.gen(function* () {
-            const none = yield* call("/api/tasks")
-            assert.strictEqual(none.status, 401)
-            assert.strictEqual(errorTag(none), "Unauthorized")
-            const wrong = "0".repeat(64) === token ? "1".repeat(64) : "0".repeat(64)
-            const wrongBearer = yield* call("/api/tasks", { headers: { authorization: `Bearer ${wrong}` } })
-            assert.strictEqual(wrongBearer.status, 401)
-            const shortBearer = yield* call("/api/tasks", { headers: { authorization: "Bearer abc" } })
-            assert.strictEqual(shortBearer.status, 401)
-            const wrongCookie = yield* call("/api/tasks", {
-              headers: { cookie: `relaykeep_dashboard=${wrong}` }
-            })
-            assert.strictEqual(wrongCookie.status, 401)
-            const post = yield* call("/api/tasks", postJson({}, jsonBody({ payload: { a: 1 } })))
-            assert.strictEqual(post.status, 401)
-            for (const page of ["/", "/app.js", "/app.css", "/index.html"]) {
-              const reply = yield* call(page)
-              assert.strictEqual(reply.status, 401, page)
-              assert.match(reply.headers["content-type"] ?? "", /^text\/plain/)
-              assert.include(reply.body, "relaykeep dashboard")
-            }
-            const badLink = yield* call(`/?token=${wrong}`)
-            assert.strictEqual(badLink.status, 401)
-            assert.isUndefined(badLink.headers["set-cookie"])
-            const events = yield* call("/api/events")
-            assert.strictEqual(events.status, 401)
-          })
-        )
-      })
-    )
-  )
-
-  it.live("a foreign Host → 403 ForbiddenHost, even with the token and on health", () =>
-    withDashboard(({ call, bearer, unchanged }) =>
-      unchanged(
-        Effect.gen(function* () {
-          for (const host of [
-            "evil.example",
-            "127.0.0.1.evil.example",
-            "localhost.evil:80",
-            "10.0.0.1",
-            "[::2]:80"
-          ]) {
-            const reply = yield* call("/api/tasks", postJson({ ...bearer, host }, jsonBody({ payload: {} })))
-            assert.strictEqual(reply.status, 403, host)
-            assert.strictEqual(errorTag(reply), "ForbiddenHost")
-          }
-          const health = yield* call("/api/health", { headers: { host: "evil.example" } })
-          assert.strictEqual(health.status, 403)
-          for (const host of ["localhost:8787", "127.0.0.1", "[::1]:9"]) {
-            const reply = yield* call("/api/tasks", { headers: { ...bearer, host } })
-            assert.strictEqual(reply.status, 200, host)
-          }
-        })
-      )
-    )
-  )
-
-  it.live("a POST with a foreign Origin → 403; with the cookie alone it must carry an Origin", () =>
-    withDashboard(({ call, bearer, token, port, unchanged }) =>
-      unchanged(
-        Effect.gen(function* () {
-          const body = jsonBody({ payload: { a: 1 } })
-          for (const origin of [
-            "http://evil.example",
-            `http://localhost:${port + 1}`,
-            "null",
-            `https://127.0.0.1:${port}`
-          ]) {
-            const reply = yield* call("/api/tasks", postJson({ ...bearer, origin }, body))
-            assert.strictEqual(reply.status, 403, origin)
-            assert.strictEqual(errorTag(reply), "ForbiddenOrigin")
-          }
-          const cookie = { cookie: `relaykeep_dashboard=${token}` }
-          const noOrigin = yield* call("/api/tasks", postJson(cookie, body))
-          assert.strictEqual(noOrigin.status, 403)
-          assert.strictEqual(errorTag(noOrigin), "ForbiddenOrigin")
-          const cancel = yield* call(`/api/tasks/${"a".repeat(64)}/cancel`, {
-            method: "POST",
-            headers: cookie
-          })
-          assert.strictEqual(cancel.status, 403)
-        })
-      )
-    )
-  )
-
+describe("dashboard API: refusals of the body change nothing", () => {
   it.live("an oversized body → 413; a wrong content type → 415", () =>
     withDashboard(({ call, bearer, unchanged }) =>
       unchanged(
@@ -261,6 +88,7 @@ describe("dashboard API: refusals change nothing", () => {
             })
             assert.strictEqual(reply.status, 415, type)
             assert.strictEqual(errorTag(reply), "UnsupportedMediaType")
+            assert.strictEqual(errorMessage(reply), "Content-Type: must be application/json")
           }
         })
       )
@@ -317,6 +145,63 @@ describe("dashboard API: refusals change nothing", () => {
           assert.strictEqual(errorTag(nowhere), "NotFound")
           const notServed = yield* call("/secret.txt", { headers: bearer })
           assert.strictEqual(notServed.status, 404)
+        })
+      )
+    )
+  )
+})
+
+describe("dashboard API: refusals repeat nothing they were sent", () => {
+  it.live("each names its field and rule; the value sent appears in no answer", () =>
+    withDashboard(({ call, bearer, unchanged }) =>
+      unchanged(
+        Effect.gen(function* () {
+          const secret = "sk-live-7f3a9QX"
+          const text = (body: string): RequestOptions => ({
+            method: "POST",
+            headers: { ...bearer, "content-type": `text/plain; note=${secret}` },
+            body
+          })
+          const cases: ReadonlyArray<readonly [string, RequestOptions, string]> = [
+            ["/api/tasks", text("{}"), "Content-Type"],
+            [`/api/tasks?state=${secret}`, { headers: bearer }, "state"],
+            [`/api/tasks?limit=${secret}`, { headers: bearer }, "limit"],
+            [`/api/tasks?cursor=${secret}`, { headers: bearer }, "cursor"],
+            [`/api/audit?since=${secret}`, { headers: bearer }, "since"],
+            [`/api/audit?outcome=${secret}`, { headers: bearer }, "outcome"],
+            [`/api/tasks/${secret}`, { headers: bearer }, "task_id"],
+            [`/api/tasks/${secret}/cancel`, { method: "POST", headers: bearer }, "task_id"],
+            ["/api/tasks", postJson(bearer, jsonBody({ payload: secret })), "payload"],
+            ["/api/tasks", postJson(bearer, jsonBody({ payload: [secret] })), "payload"],
+            [
+              "/api/tasks",
+              postJson(bearer, jsonBody({ payload: {}, request_id: `${secret}\u0001` })),
+              "request_id"
+            ],
+            [
+              "/api/tasks",
+              postJson(bearer, jsonBody({ payload: {}, request_id: secret.repeat(30) })),
+              "request_id"
+            ],
+            ["/api/tasks", postJson(bearer, jsonBody([secret])), "body"]
+          ]
+          for (const [target, options, field] of cases) {
+            const reply = yield* call(target, options)
+            assert.include([400, 415], reply.status, target)
+            assert.match(errorMessage(reply), new RegExp(`^${field}[:.]`), target)
+            assert.notInclude(reply.body, secret, target)
+          }
+          const utf8 = yield* call("/api/tasks", {
+            method: "POST",
+            headers: { ...bearer, "content-type": "application/json" },
+            body: Buffer.concat([
+              Buffer.from(`{"payload":{"k":"${secret}`),
+              Buffer.from([0xff]),
+              Buffer.from('"}}')
+            ])
+          })
+          assert.strictEqual(utf8.status, 400)
+          assert.strictEqual(errorMessage(utf8), "body: is not valid UTF-8")
         })
       )
     )
@@ -542,46 +427,6 @@ describe("dashboard API: routes", () => {
           const alone = WorkersReply((yield* call("/api/workers", { headers: bearer })).body)
           assert.deepStrictEqual(alone, { workers: health.workers, registry_error: null })
           assert.strictEqual((yield* call("/api/workers")).status, 401)
-        })
-      )
-  )
-
-  it.live(
-    "the printed URL sets an HttpOnly, SameSite=Strict cookie; the cookie then opens the page and the API",
-    () =>
-      withDashboard(({ call, token, port }) =>
-        Effect.gen(function* () {
-          const link = yield* call(`/?token=${token}`)
-          assert.strictEqual(link.status, 303)
-          assert.strictEqual(link.headers.location, "/")
-          const setCookie = link.headers["set-cookie"]?.[0] ?? ""
-          assert.strictEqual(setCookie, `relaykeep_dashboard=${token}; HttpOnly; SameSite=Strict; Path=/`)
-          const cookie = { cookie: `relaykeep_dashboard=${token}` }
-          const page = yield* call("/", { headers: cookie })
-          assert.strictEqual(page.status, 200)
-          assert.match(page.headers["content-type"] ?? "", /^text\/html/)
-          assert.include(page.body, "<title>RelayKeep</title>")
-          const script = yield* call("/app.js", { headers: cookie })
-          assert.match(script.headers["content-type"] ?? "", /^text\/javascript/)
-          const style = yield* call("/app.css", { headers: cookie })
-          assert.match(style.headers["content-type"] ?? "", /^text\/css/)
-          assert.strictEqual((yield* call("/api/tasks", { headers: cookie })).status, 200)
-          const submitted = yield* call(
-            "/api/tasks",
-            postJson(
-              { ...cookie, origin: `http://127.0.0.1:${port}`, host: `127.0.0.1:${port}` },
-              jsonBody({ payload: {} })
-            )
-          )
-          assert.strictEqual(submitted.status, 201)
-          const viaLocalhost = yield* call(
-            "/api/tasks",
-            postJson(
-              { ...cookie, origin: `http://localhost:${port}`, host: `localhost:${port}` },
-              jsonBody({ payload: {} })
-            )
-          )
-          assert.strictEqual(viaLocalhost.status, 201)
         })
       )
   )

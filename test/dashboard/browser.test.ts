@@ -39,6 +39,9 @@ interface Running {
 
 const children: Array<ChildProcess> = []
 
+/** The token of a printed URL: after `#token=`. */
+const tokenOf = (printed: string): string => /#token=([0-9a-f]{64})$/.exec(printed)?.[1] ?? ""
+
 const start = (args: ReadonlyArray<string>): Running => {
   const child = spawn(process.execPath, [relaykeepBin, ...args], {
     env: spawnEnv(),
@@ -67,6 +70,10 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
   let worker: Running | undefined
   /** What the page logged as errors (a CSP violation, an exception): none is expected. */
   let problems: Array<string> = []
+  /** Every request the page sent to /api/, with the Authorization header it carried. */
+  let apiRequests: Array<{ readonly path: string; readonly authorization: string | undefined }> = []
+  /** Every Set-Cookie any answer carried: none is expected. */
+  let cookiesSet: Array<string> = []
 
   beforeAll(async () => {
     fs.mkdirSync(screenshots, { recursive: true })
@@ -76,9 +83,7 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     url = await waitFor(
       () => `the dashboard's URL; it printed: ${running.output()}`,
       () =>
-        /RelayKeep dashboard: (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{64})\n/.exec(
-          running.output()
-        )?.[1],
+        /RelayKeep dashboard: (http:\/\/127\.0\.0\.1:\d+\/#token=[0-9a-f]{64})\n/.exec(running.output())?.[1],
       30_000
     )
     browser = await chromium.launch({ executablePath: executable })
@@ -87,6 +92,19 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
   afterEach(async () => {
     const logged = problems
     problems = []
+    const cookies = cookiesSet
+    cookiesSet = []
+    // The page asked the API, and every time with the printed token as a Bearer header.
+    const requests = apiRequests
+    apiRequests = []
+    const token = tokenOf(url)
+    assert.deepStrictEqual(
+      requests.filter((request) => request.authorization !== `Bearer ${token}`),
+      [],
+      "API requests without the Bearer token"
+    )
+    assert.deepStrictEqual(cookies, [], "Set-Cookie headers")
+    assert.deepStrictEqual((await context?.cookies()) ?? [], [], "cookies in the browser")
     await context?.close()
     context = undefined
     if (worker !== undefined) await stop(worker.child)
@@ -99,8 +117,8 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     for (const child of children.splice(0)) await stop(child)
   })
 
-  /** A fresh browser profile that opened the printed URL (so it holds the token's cookie). */
-  const open = async (): Promise<Page> => {
+  /** A fresh browser profile (no token, no cookie), recording what the page sends and gets. */
+  const freshPage = async (): Promise<Page> => {
     if (browser === undefined) throw new Error("Chromium did not start")
     context = await browser.newContext({ viewport: { width: 1000, height: 720 } })
     const page = await context.newPage()
@@ -111,11 +129,27 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
         problems.push(message.text())
       }
     })
+    page.on("request", (request) => {
+      const target = new URL(request.url())
+      if (target.pathname.startsWith("/api/"))
+        apiRequests.push({ path: target.pathname, authorization: request.headers()["authorization"] })
+    })
+    page.on("response", async (response) => {
+      const setCookie = await response.headerValue("set-cookie").catch(() => null)
+      if (setCookie !== null) cookiesSet.push(`${response.url()}: ${setCookie}`)
+    })
+    return page
+  }
+
+  /** A fresh browser profile that opened the printed URL (the token in its fragment). */
+  const open = async (): Promise<Page> => {
+    const page = await freshPage()
     const response = await page.goto(url)
     assert.strictEqual(response?.status(), 200)
-    // The redirect took the token out of the address bar; the cookie carries it now.
-    assert.notMatch(page.url(), /token=/)
     await page.getByRole("heading", { name: "Tasks" }).waitFor()
+    // The page took the token out of the address bar (and its history entry) at once.
+    assert.notInclude(page.url(), "token")
+    assert.strictEqual(new URL(page.url()).hash, "")
     return page
   }
 
@@ -271,7 +305,7 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
 
   it("filters by request id and pages back with Older and forward with Newer", async () => {
     // Through the API with the printed token as a Bearer token: 55 submits in a moment.
-    const token = new URL(url).searchParams.get("token") ?? ""
+    const token = tokenOf(url)
     for (let index = 0; index < 55; index++) {
       const response = await fetch(new URL("/api/tasks", url), {
         method: "POST",
@@ -302,5 +336,76 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     await page.getByText("50 tasks shown.").waitFor({ timeout: Live })
     assert.deepStrictEqual(await shown(), newest)
     assert.strictEqual(await page.getByRole("button", { name: "Newer" }).count(), 0)
+  }, 120_000)
+  it("holds the token in the tab alone: no cookie, gone from the address bar, kept on reload, absent elsewhere", async () => {
+    const page = await open()
+    const token = tokenOf(url)
+    await page
+      .getByText(/tasks shown\.|No tasks match\./)
+      .first()
+      .waitFor({ timeout: Live })
+    assert.strictEqual(await page.evaluate("document.cookie"), "")
+    assert.strictEqual(
+      await page.evaluate("window.sessionStorage.getItem('relaykeep.dashboard.token')"),
+      token
+    )
+    // Nor is it in the history: the entry before is the blank tab, the entry itself is "/".
+    await page.goBack()
+    assert.strictEqual(page.url(), "about:blank")
+    await page.goForward()
+    assert.strictEqual(new URL(page.url()).pathname + new URL(page.url()).hash, "/")
+    await page.getByRole("heading", { name: "Tasks" }).waitFor()
+    // The live stream is up, on the Bearer header too.
+    await page.locator("#live", { hasText: "live" }).waitFor({ timeout: Live })
+    assert.isTrue(apiRequests.some((request) => request.path === "/api/events"))
+
+    // A reload in the same tab: the token comes from sessionStorage, the data loads again.
+    const before = apiRequests.length
+    await page.reload()
+    await page.getByRole("heading", { name: "Tasks" }).waitFor()
+    await page
+      .getByText(/tasks shown\.|No tasks match\./)
+      .first()
+      .waitFor({ timeout: Live })
+    assert.isAbove(apiRequests.filter((request) => request.path === "/api/tasks").length, 0)
+    assert.isAbove(apiRequests.length, before)
+    assert.notInclude(page.url(), "token")
+    await shoot(page, "reloaded")
+    await context?.close()
+
+    // Another profile with the URL but not its fragment: a message, and no API request at all.
+    apiRequests = []
+    const bare = await freshPage()
+    const response = await bare.goto(url.replace(/#.*$/, ""))
+    assert.strictEqual(response?.status(), 200)
+    await bare.getByRole("heading", { name: "Open the URL that relaykeep dashboard printed" }).waitFor()
+    assert.include(await bare.getByRole("alert").textContent(), "relaykeep dashboard")
+    assert.strictEqual(await bare.title(), "Open the printed URL · RelayKeep")
+    await shoot(bare, "no-token")
+    assert.deepStrictEqual(apiRequests, [], "requests without a token")
+    // The URL of an earlier start (another token) pasted into that tab: the API refuses it, and
+    // the page says to open the printed URL.
+    const stale = token === "0".repeat(64) ? "1".repeat(64) : "0".repeat(64)
+    await bare.goto(url.replace(token, stale))
+    await bare.getByRole("heading", { name: "Tasks" }).waitFor({ timeout: Live })
+    await bare.getByText("this tab holds no token this dashboard accepts").first().waitFor({ timeout: Live })
+    assert.notInclude(bare.url(), "token")
+    assert.isAbove(apiRequests.length, 0)
+    assert.deepStrictEqual(
+      apiRequests.filter((request) => request.authorization !== `Bearer ${stale}`),
+      [],
+      "the stale token, as sent"
+    )
+    apiRequests = []
+    // The printed URL pasted into the same tab changes only the fragment (no reload): the page
+    // takes the new token, loads the tasks, and the live stream reconnects at once with it.
+    await bare.goto(url)
+    await bare
+      .getByText(/tasks shown\.|No tasks match\./)
+      .first()
+      .waitFor({ timeout: Live })
+    await bare.locator("#live", { hasText: "live" }).waitFor({ timeout: 10_000 })
+    assert.notInclude(bare.url(), "token")
+    assert.isTrue(apiRequests.some((request) => request.path === "/api/events"))
   }, 120_000)
 })

@@ -1,7 +1,8 @@
 /**
  * `relaykeep dashboard` as a real child process of the built binary: the one URL line on
- * stdout, the token file (0600, reused after a restart), 127.0.0.1 only, a clean stop on
- * SIGINT; and the same API on PostgreSQL. Needs `npm run build` (and RELAYKEEP_TEST_PG_URL for
+ * stdout (the token in its fragment), the token file (0600, new at each start unless
+ * --keep-token), two dashboards on one root, 127.0.0.1 only, a clean stop on SIGINT; and the
+ * same API on PostgreSQL. Needs `npm run build` (and RELAYKEEP_TEST_PG_URL for
  * the PostgreSQL part).
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
@@ -63,9 +64,7 @@ const startDashboard = (args: ReadonlyArray<string>): Promise<Running> =>
     child.on("exit", (code) => reject(new Error(`exited with ${code} before serving; stderr: ${stderr}`)))
     child.stdout.on("data", (chunk: Buffer) => {
       stdout += chunk.toString("utf8")
-      const line = /^RelayKeep dashboard: (http:\/\/127\.0\.0\.1:(\d+)\/\?token=([0-9a-f]{64}))\n/.exec(
-        stdout
-      )
+      const line = /^RelayKeep dashboard: (http:\/\/127\.0\.0\.1:(\d+)\/#token=([0-9a-f]{64}))\n/.exec(stdout)
       if (line?.[1] === undefined || line[3] === undefined) return
       clearTimeout(timer)
       resolve({
@@ -167,7 +166,7 @@ const eventForSubmit = (running: Running, prefix: string): Promise<ReadonlyArray
         host: "127.0.0.1",
         port: running.port,
         path: "/api/events",
-        headers: { cookie: `relaykeep_dashboard=${running.token}` }
+        headers: { authorization: `Bearer ${running.token}` }
       },
       (response) => {
         assert.strictEqual(response.statusCode, 200)
@@ -270,7 +269,7 @@ const workersThroughHealth = async (running: Running, storeArgs: ReadonlyArray<s
 
 describe("relaykeep dashboard (built binary)", () => {
   it(
-    "prints the URL line, keeps a 0600 token across restarts, serves 127.0.0.1 only",
+    "prints the URL line, a new 0600 token at each start (the last one with --keep-token), serves 127.0.0.1 only",
     { timeout: 120_000 },
     async () => {
       const root = path.join(tempDir(), "root")
@@ -305,18 +304,30 @@ describe("relaykeep dashboard (built binary)", () => {
       assert.strictEqual(await stop(first), 130)
       assert.strictEqual(first.stdout().split("\n").filter(Boolean).length, 1, "stdout is the URL line alone")
 
+      // A new start, a new token: the first start's URL no longer opens anything.
       const second = await startDashboard(["--root", root])
-      assert.strictEqual(second.token, first.token, "the token is reused")
+      assert.notStrictEqual(second.token, first.token, "a new token at each start")
+      assert.strictEqual(fs.readFileSync(tokenFile, "utf8").trim(), second.token)
       assert.strictEqual(fs.statSync(tokenFile).mode & 0o777, 0o600)
       const stillThere = await request(second.port, `/api/tasks/${receipt.task_id}`, {
         headers: { authorization: `Bearer ${second.token}` }
       })
       assert.strictEqual(stillThere.status, 200)
       const stale = await request(second.port, "/api/tasks", {
-        headers: { authorization: `Bearer ${"0".repeat(64)}` }
+        headers: { authorization: `Bearer ${first.token}` }
       })
       assert.strictEqual(stale.status, 401)
       await stop(second)
+
+      // --keep-token: the last start's token, and so its URL, again.
+      const third = await startDashboard(["--root", root, "--keep-token"])
+      assert.strictEqual(third.token, second.token, "the token is reused")
+      assert.strictEqual(fs.statSync(tokenFile).mode & 0o777, 0o600)
+      const kept = await request(third.port, "/api/tasks", {
+        headers: { authorization: `Bearer ${second.token}` }
+      })
+      assert.strictEqual(kept.status, 200)
+      await stop(third)
 
       // The CLI sees what the dashboard queued.
       const listed = jsonOutput(ListOutput, await relaykeep(["list", "--root", root]))
@@ -325,6 +336,40 @@ describe("relaykeep dashboard (built binary)", () => {
         [[receipt.task_id, "ollama"]]
       )
       assert.strictEqual(listed.tasks.length, 1 + viaEvents.length)
+    }
+  )
+
+  it(
+    "two dashboards on one root: each accepts the token it started with; the file holds the last one",
+    { timeout: 120_000 },
+    async () => {
+      const root = path.join(tempDir(), "root")
+      const tokenFile = path.join(root, "dashboard.token")
+      const first = await startDashboard(["--root", root])
+      const second = await startDashboard(["--root", root])
+      assert.notStrictEqual(second.token, first.token)
+      assert.strictEqual(fs.readFileSync(tokenFile, "utf8").trim(), second.token)
+      const status = async (running: Running, token: string) =>
+        (
+          await request(running.port, "/api/tasks", {
+            headers: { authorization: `Bearer ${token}`, host: `127.0.0.1:${running.port}` }
+          })
+        ).status
+      // The first keeps serving its own printed URL; neither accepts the other's token.
+      assert.strictEqual(await status(first, first.token), 200)
+      assert.strictEqual(await status(second, second.token), 200)
+      assert.strictEqual(await status(first, second.token), 401)
+      assert.strictEqual(await status(second, first.token), 401)
+      // Nor is one's page reached with the other's Host (its port).
+      const crossed = await request(first.port, "/api/tasks", {
+        headers: { authorization: `Bearer ${first.token}`, host: `127.0.0.1:${second.port}` }
+      })
+      assert.strictEqual(crossed.status, 403)
+      // A third with --keep-token shares the last start's token.
+      const third = await startDashboard(["--root", root, "--keep-token"])
+      assert.strictEqual(third.token, second.token)
+      assert.strictEqual(await status(third, second.token), 200)
+      for (const running of [first, second, third]) assert.strictEqual(await stop(running), 130)
     }
   )
 
@@ -338,6 +383,8 @@ describe("relaykeep dashboard (built binary)", () => {
       const message = failureOutput(taken, 1, "ServeFailed")
       assert.include(message, `127.0.0.1:${running.port}`)
       assert.include(message, "EADDRINUSE")
+      // It failed before drawing a token: the running dashboard's is still the file's.
+      assert.strictEqual(fs.readFileSync(path.join(root, "dashboard.token"), "utf8").trim(), running.token)
       await stop(running)
       const outOfRange = await relaykeep(["dashboard", "--root", root, "--port", "65536"])
       assert.include(failureOutput(outOfRange, 2, "UsageError"), "--port")

@@ -38,7 +38,7 @@ export const request = (port: number, path: string, options: RequestOptions = {}
     req.end(options.body)
   })
 
-/** The headers the dashboard puts on every answer (and no-store on /api/*). */
+/** The headers the dashboard puts on every answer (and no-store on /api/*); never a cookie. */
 export const assertSecurityHeaders = (reply: Reply, path: string) => {
   assert.strictEqual(
     reply.headers["content-security-policy"],
@@ -50,6 +50,7 @@ export const assertSecurityHeaders = (reply: Reply, path: string) => {
   assert.strictEqual(reply.headers["referrer-policy"], "no-referrer", `referrer-policy on ${path}`)
   if (path.startsWith("/api/"))
     assert.strictEqual(reply.headers["cache-control"], "no-store", `no-store on ${path}`)
+  assert.isUndefined(reply.headers["set-cookie"], `no Set-Cookie on ${path}`)
 }
 
 /** The tag of a JSON error answer. */

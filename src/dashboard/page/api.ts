@@ -1,8 +1,19 @@
 /**
- * The dashboard's HTTP API, same origin. The token travels only in the HttpOnly cookie the
- * server set at `/?token=`, so the page never sees it; fetches send it with `credentials`.
+ * The dashboard's HTTP API, same origin. Every call carries `Authorization: Bearer <token>`,
+ * the token this tab holds (session.ts); no cookie is sent (`credentials: "omit"`).
  */
 import { field, text } from "./json.js"
+import { currentToken } from "./session.js"
+
+/** What the page says when the API refuses its token: the dashboard was restarted since, say. */
+export const NoTokenMessage =
+  "this tab holds no token this dashboard accepts (each start draws a new one): open the URL `relaykeep dashboard` printed"
+
+/** The headers that prove this tab holds the token; none when it holds none. */
+export const authorization = (): Record<string, string> => {
+  const token = currentToken()
+  return token === null ? {} : { Authorization: `Bearer ${token}` }
+}
 
 export type Outcome =
   | { readonly ok: true; readonly status: number; readonly body: unknown }
@@ -14,18 +25,22 @@ const failure = (status: number, body: unknown): Outcome => {
     ok: false,
     status,
     tag: text(error, "tag") ?? (status === 0 ? "NetworkError" : `HTTP ${status}`),
-    message:
-      text(error, "message") ??
-      (status === 401
-        ? "this browser has no dashboard token: open the URL `relaykeep dashboard` printed"
-        : "the dashboard did not answer")
+    message: status === 401 ? NoTokenMessage : (text(error, "message") ?? "the dashboard did not answer")
   }
 }
 
-const send = async (path: string, init: RequestInit): Promise<Outcome> => {
+const send = async (
+  path: string,
+  init: { readonly method: string; readonly headers?: Record<string, string>; readonly body?: string }
+): Promise<Outcome> => {
   let response: Response
   try {
-    response = await fetch(path, { ...init, credentials: "same-origin", cache: "no-store" })
+    response = await fetch(path, {
+      ...init,
+      headers: { ...init.headers, ...authorization() },
+      credentials: "omit",
+      cache: "no-store"
+    })
   } catch {
     return failure(0, null)
   }

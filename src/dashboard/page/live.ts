@@ -1,10 +1,14 @@
 /**
- * Task changes from the server-sent events at /api/events. One EventSource for the page;
- * views subscribe while they are shown. EventSource reconnects by itself after a drop, and
- * the views re-fetch what they show when it does, so nothing missed in between stays stale.
+ * Task changes from the server-sent events at /api/events, read from a fetched stream so that
+ * the request carries the Bearer header (EventSource cannot send one, and no cookie is used).
+ * One stream for the page; views subscribe while they are shown. After a drop it reconnects,
+ * waiting 1 s and doubling up to 30 s, and the views re-fetch what they show when it is back,
+ * so nothing missed in between stays stale.
  */
+import { authorization } from "./api.js"
 import { field, isState, text } from "./json.js"
 import type { State } from "./json.js"
+import { splitEvents } from "./sse.js"
 
 export interface TaskChange {
   readonly task_id: string
@@ -14,15 +18,21 @@ export interface TaskChange {
 
 type Listener = (change: TaskChange | "reconnected") => void
 
-const listeners = new Set<Listener>()
-let source: EventSource | null = null
-let dropped = false
+const FirstRetryMillis = 1_000
+const LastRetryMillis = 30_000
 
-const indicator = (connected: boolean): void => {
+const listeners = new Set<Listener>()
+let started = false
+let dropped = false
+let retryMillis = FirstRetryMillis
+/** Ends the wait before the next attempt, while there is one. */
+let wake: (() => void) | null = null
+
+const indicator = (live: boolean): void => {
   const element = document.getElementById("live")
   if (element === null) return
-  element.textContent = connected ? "live" : "reconnecting…"
-  element.className = connected ? "live on" : "live off"
+  element.textContent = live ? "live" : "reconnecting…"
+  element.className = live ? "live on" : "live off"
 }
 
 const parse = (data: string): TaskChange | null => {
@@ -38,23 +48,69 @@ const parse = (data: string): TaskChange | null => {
   return { task_id: taskId, state, updated_at: text(value, "updated_at") }
 }
 
-const connect = (): void => {
-  if (source !== null) return
-  source = new EventSource("/api/events", { withCredentials: true })
-  source.addEventListener("open", () => {
-    indicator(true)
-    if (dropped) for (const listener of listeners) listener("reconnected")
-    dropped = false
-  })
-  source.addEventListener("error", () => {
+const opened = (): void => {
+  retryMillis = FirstRetryMillis
+  indicator(true)
+  if (dropped) for (const listener of listeners) listener("reconnected")
+  dropped = false
+}
+
+/** Read one connection until it ends or fails; resolves either way. */
+const readOnce = async (): Promise<void> => {
+  try {
+    const response = await fetch("/api/events", {
+      headers: { Accept: "text/event-stream", ...authorization() },
+      credentials: "omit",
+      cache: "no-store"
+    })
+    if (!response.ok || response.body === null) return
+    opened()
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
+    let buffer = ""
+    for (;;) {
+      const chunk = await reader.read()
+      if (chunk.done) return
+      const { events, rest } = splitEvents(buffer + chunk.value)
+      buffer = rest
+      for (const event of events) {
+        if (event.event !== "task") continue
+        const change = parse(event.data)
+        if (change !== null) for (const listener of listeners) listener(change)
+      }
+    }
+  } catch {
+    // A network failure or a server that stopped: reconnect below.
+  }
+}
+
+const run = async (): Promise<void> => {
+  for (;;) {
+    await readOnce()
     dropped = true
     indicator(false)
-  })
-  source.addEventListener("task", (event) => {
-    if (!(event instanceof MessageEvent) || typeof event.data !== "string") return
-    const change = parse(event.data)
-    if (change !== null) for (const listener of listeners) listener(change)
-  })
+    const waited = retryMillis
+    await new Promise<void>((resolve) => {
+      const timer = window.setTimeout(() => resolve(), waited)
+      wake = () => {
+        window.clearTimeout(timer)
+        resolve()
+      }
+    })
+    wake = null
+    retryMillis = Math.min(retryMillis * 2, LastRetryMillis)
+  }
+}
+
+const connect = (): void => {
+  if (started) return
+  started = true
+  void run()
+}
+
+/** Try again now rather than after the wait (this tab was given a new token). */
+export const reconnectNow = (): void => {
+  retryMillis = FirstRetryMillis
+  wake?.()
 }
 
 /** Listen to task changes; returns the function that stops listening. */

@@ -1,7 +1,11 @@
 /**
- * The dashboard page: a hash router over five views. Plain DOM code bundled by esbuild; see
- * docs/dashboard.md for why there is no framework.
+ * The dashboard page: the token from the URL's fragment first (session.ts), then a hash router
+ * over five views, or, when this tab holds no token, a message saying where to get one. Plain
+ * DOM code bundled by esbuild; see docs/dashboard.md for why there is no framework.
  */
+import { h, mount } from "./dom.js"
+import { reconnectNow } from "./live.js"
+import { currentToken, takeTokenFromLocation } from "./session.js"
 import { auditView } from "./views/audit.js"
 import { detailView } from "./views/detail.js"
 import { healthView } from "./views/health.js"
@@ -44,5 +48,42 @@ const show = (): void => {
   first = false
 }
 
-window.addEventListener("hashchange", show)
-show()
+/** No token in the fragment nor in this tab: nothing to ask the API with. */
+const showNoToken = (): void => {
+  const main = document.getElementById("main")
+  const live = document.getElementById("live")
+  if (live !== null) live.textContent = "no token"
+  if (!(main instanceof HTMLElement)) return
+  document.title = "Open the printed URL · RelayKeep"
+  mount(
+    main,
+    h("h1", { tabindex: "-1" }, "Open the URL that relaykeep dashboard printed"),
+    h(
+      "p",
+      { role: "alert" },
+      "This tab holds no dashboard token. Open the URL that the `relaykeep dashboard` command printed " +
+        "when it started (it ends in #token=…); a new start prints a new one."
+    ),
+    h(
+      "p",
+      { class: "help" },
+      "The token stays in this tab only and is sent with each request; no cookie is set."
+    )
+  )
+}
+
+/**
+ * At load and at every change of the fragment: a URL pasted into this tab while it is open
+ * changes only the fragment (no reload), and its token must be taken all the same.
+ */
+const route = (): void => {
+  const before = currentToken()
+  const token = takeTokenFromLocation()
+  if (token === null) return showNoToken()
+  // A new token (the dashboard was restarted): the event stream reconnects with it now.
+  if (before !== null && before !== token) reconnectNow()
+  show()
+}
+
+window.addEventListener("hashchange", route)
+route()
