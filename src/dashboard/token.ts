@@ -20,9 +20,10 @@ import {
   utf8,
   writeDurable
 } from "../store/file/durable.js"
-import { tempName } from "../store/file/layout.js"
+import { tempName, TokenFileName } from "../store/file/layout.js"
+import { checkRoot } from "../store/file/trust.js"
 
-export const TokenFileName = "dashboard.token"
+export { TokenFileName }
 
 const TokenPattern = /^[0-9a-f]{64}$/
 
@@ -77,9 +78,18 @@ export const keepToken = Effect.fn("Dashboard.keepToken")(function* (root: strin
   return text
 })
 
-/** The token of this start: the file's with `keep`, else a new one. */
+/**
+ * The token of this start: the file's with `keep`, else a new one. First the root must be one no
+ * other user can write or own (trust.ts): they could read or replace the token there.
+ */
 export const startToken = (root: string, options: { readonly keep: boolean }) =>
-  options.keep ? keepToken(root) : freshToken(root)
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const host = yield* Host
+    yield* checkRoot({ fs, path, uid: host.uid }, root, { files: [path.join(root, TokenFileName)] })
+    return yield* options.keep ? keepToken(root) : freshToken(root)
+  })
 
 /** Whether `candidate` is the token, compared in constant time (for equal lengths). */
 export const isToken = (token: string, candidate: string): boolean => {

@@ -108,4 +108,19 @@ describe("dashboard token", () => {
     assert.isFalse(isToken(token, "b".repeat(64)))
     assert.isFalse(isToken(token, ""))
   })
+
+  it.scoped("a root others can write is refused before any token is read or written, its mode kept", () =>
+    Effect.gen(function* () {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      const root = path.join(yield* fs.makeTempDirectoryScoped(), "root")
+      yield* startToken(root, { keep: false })
+      yield* fs.chmod(root, 0o777)
+      for (const keep of [false, true]) {
+        const error = yield* Effect.flip(startToken(root, { keep }))
+        assert.include(error.message, `chmod 700 ${root}`)
+      }
+      assert.strictEqual((yield* fs.stat(root)).mode & 0o777, 0o777)
+    }).pipe(Effect.provide(Live))
+  )
 })
