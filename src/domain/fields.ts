@@ -10,7 +10,7 @@
  * or `default` annotated on it is kept), no title and no identifier, and fails with a message in
  * words that never repeats the value it was given.
  */
-import { Schema, SchemaAST } from "effect"
+import { Predicate, Schema, SchemaAST } from "effect"
 
 /** Inclusive bounds, as JSON Schema's `minimum` and `maximum`. */
 export interface Bounds {
@@ -71,9 +71,18 @@ export const Integer = (bounds: Bounds = {}) =>
  */
 export const JsonValue = Schema.make<unknown>(new SchemaAST.UnknownKeyword())
 
-/** A JSON object of whatever shape. */
-export const JsonObject = Schema.Record({ key: Schema.String, value: JsonValue }).annotations({
-  description: "a JSON object",
-  message: mustBe("a JSON object")
-})
+/**
+ * A JSON object of whatever shape, decoded as the very object given. Not `Schema.Record`,
+ * which rebuilds the object by assignment: a `__proto__` key would be lost (and would set the
+ * copy's prototype), so three payloads differing only there would hash alike. JSON keys here
+ * are ordinary data, `__proto__`, `constructor` and `prototype` included.
+ */
+export const JsonObject = Schema.declare(
+  (value: unknown): value is { readonly [key: string]: unknown } => Predicate.isRecord(value),
+  {
+    jsonSchema: { type: "object", required: [], properties: {}, additionalProperties: {} },
+    description: "a JSON object",
+    message: mustBe("a JSON object")
+  }
+)
 export type JsonObject = typeof JsonObject.Type

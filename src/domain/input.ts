@@ -1,6 +1,7 @@
 /** Decoding outside input with Schema, so every rejection names the field that is wrong. */
 import { Effect, Either, ParseResult, Schema } from "effect"
 import { InvalidInput } from "./errors.js"
+import { describeJsonError, parseJson } from "./json.js"
 
 /**
  * The first problem Schema found, as `path: message`. Schema's messages end with
@@ -31,16 +32,16 @@ export const decodeUtf8Field = (field: string, bytes: Uint8Array): Either.Either
     catch: () => new InvalidInput({ field, reason: "is not valid UTF-8" })
   })
 
-/** Parse JSON text, naming the field when it is not JSON. */
+/**
+ * Parse JSON text with our strict parser (json.ts): a duplicate key, a number beyond
+ * ±(2^53−1), a lone surrogate or nesting over 1,000 levels is refused, naming the field, the
+ * JSON path and the position, never the text.
+ */
 export const parseJsonField = (field: string, text: string): Either.Either<unknown, InvalidInput> =>
-  Either.try({
-    try: (): unknown => JSON.parse(text),
-    catch: (error) =>
-      new InvalidInput({
-        field,
-        reason: `not valid JSON (${error instanceof Error ? error.message : String(error)})`
-      })
-  })
+  Either.mapLeft(
+    parseJson(text),
+    (error) => new InvalidInput({ field, reason: `not valid JSON: ${describeJsonError(error)}` })
+  )
 
 /**
  * Decode a structured input (an HTTP body), naming the field at the path Schema found wrong,

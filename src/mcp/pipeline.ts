@@ -1,5 +1,5 @@
 /**
- * Every tool call goes through one pipeline: decode the arguments → ask the confirm policy
+ * Every tool call goes through one pipeline: check the arguments' depth → decode them → ask the confirm policy
  * (destructive tools only; no policy means no) → run with the tool's timeout → audit.
  * It never throws: every outcome, including a defect in a handler, becomes a result.
  */
@@ -10,7 +10,9 @@ import { AuditLog } from "./AuditLog.js"
 import { ConfirmPolicy } from "./ConfirmPolicy.js"
 import type { ConfirmRequest, Decision } from "./ConfirmPolicy.js"
 import { InvalidArguments, PermissionDenied, ToolTimeout, UnknownTool } from "./errors.js"
-import { redact } from "./redact.js"
+import type { AuditedArguments } from "./auditArguments.js"
+import { auditedArguments, deeperThan } from "./auditArguments.js"
+import { MaxArgumentDepth } from "./limits.js"
 import type { Tool, ToolContext, ToolFailure } from "./Tool.js"
 
 /** What the transport knows about the call besides its arguments. */
@@ -39,6 +41,12 @@ const okResult = (encoded: unknown): ToolResult => {
   return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
 }
 
+/** The entry's `arguments`, and `arguments_truncated` only when something was cut. */
+const auditedFields = (audited: AuditedArguments) =>
+  audited.truncated === undefined
+    ? { arguments: audited.arguments }
+    : { arguments: audited.arguments, arguments_truncated: audited.truncated }
+
 export const noProgress: ToolContext["progress"] = () => Effect.void
 
 /** A context for calls made in-process (tests, library users): no progress, nobody to ask. */
@@ -65,7 +73,8 @@ export const callTool = <R>(
   Effect.gen(function* () {
     const audit = yield* AuditLog
     const started = yield* Clock.currentTimeMillis
-    const redacted = redact(args ?? {})
+    // Bounded and redacted before anything else looks at them; deep arguments are not recursed into.
+    const audited = auditedArguments(args ?? {})
     const record = (status: AuditStatus, error: ToolFailure | undefined) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
         audit.append({
@@ -74,7 +83,7 @@ export const callTool = <R>(
           tool: name,
           status,
           duration_ms: now - started,
-          arguments: redacted,
+          ...auditedFields(audited),
           error: error ? { tag: error._tag, message: error.message } : null
         })
       )
@@ -99,11 +108,24 @@ export const callTool = <R>(
 
     const tool = tools.get(name)
     if (tool === undefined) return yield* fail("invalid", new UnknownTool({ tool: name }))
+    if (deeperThan(args, MaxArgumentDepth))
+      return yield* fail(
+        "invalid",
+        new InvalidArguments({
+          tool: name,
+          reason: `arguments: nested deeper than ${MaxArgumentDepth} levels`
+        })
+      )
     const prepared = yield* Effect.either(tool.prepare(args))
     if (prepared._tag === "Left") return yield* fail("invalid", prepared.left)
 
     if (tool.tier === "destructive") {
-      const decision = yield* confirm({ tool: name, tier: tool.tier, arguments: redacted, ask: context.ask })
+      const decision = yield* confirm({
+        tool: name,
+        tier: tool.tier,
+        arguments: audited.arguments,
+        ask: context.ask
+      })
       if (!decision.allowed)
         return yield* fail("denied", new PermissionDenied({ tool: name, reason: decision.reason }))
     }
@@ -145,7 +167,7 @@ export const callTool = <R>(
             tool: name,
             status: "error",
             duration_ms: 0,
-            arguments: redact(args ?? {}),
+            ...auditedFields(auditedArguments(args ?? {})),
             error: { tag: "Cancelled", message: "the client cancelled the call" }
           })
         )

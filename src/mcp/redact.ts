@@ -12,14 +12,16 @@ const Sensitive =
 
 export const isSensitiveKey = (key: string): boolean => Sensitive.test(key)
 
-/** A copy of `value` in which every value under a sensitive key, at any depth, is replaced. */
+/**
+ * A copy of `value` in which every value under a sensitive key, at any depth, is replaced.
+ * The copy is built with `Object.fromEntries`, which defines its members: a `__proto__` key
+ * stays an ordinary key, where assigning it would set the copy's prototype and vanish.
+ */
 export const redact = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(redact)
-  if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {}
-    for (const [key, member] of Object.entries(value))
-      out[key] = isSensitiveKey(key) ? Redacted : redact(member)
-    return out
-  }
+  if (value !== null && typeof value === "object")
+    return Object.fromEntries(
+      Object.entries(value).map(([key, member]) => [key, isSensitiveKey(key) ? Redacted : redact(member)])
+    )
   return value
 }

@@ -9,6 +9,7 @@ import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sd
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
 import { Effect, Runtime } from "effect"
 import type { AuditLog } from "./AuditLog.js"
+import { argumentsAsSent } from "./jsonRpcMessage.js"
 import type { CallContext } from "./pipeline.js"
 import { callTool, toolMap } from "./pipeline.js"
 import type { Tool } from "./Tool.js"
@@ -121,7 +122,7 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
         callTool(
           tools,
           request.params.name,
-          request.params.arguments,
+          argumentsAsSent(request.params.arguments),
           callContext(server, spec.name, request.params._meta?.progressToken, extra)
         ),
         { signal: extra.signal }

@@ -1,17 +1,18 @@
 /**
- * Serving over stdio. stdout carries JSON-RPC only (logs go to stderr, see bin/), and the
- * server ends when stdin closes, which the SDK's transport does not notice by itself.
+ * Serving over stdio, through our LineTransport (strict JSON, bounded lines). stdout carries
+ * JSON-RPC only (logs go to stderr, see bin/), and the server ends when stdin closes, which a
+ * transport does not notice by itself.
  */
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { Effect } from "effect"
 import type { ServerSpec } from "./server.js"
 import { makeMcpServer } from "./server.js"
+import { LineTransport } from "./stdioTransport.js"
 
 export const serveStdio = <R>(spec: ServerSpec<R>) =>
   Effect.scoped(
     Effect.gen(function* () {
       const { server, drain } = yield* makeMcpServer(spec)
-      const transport = new StdioServerTransport()
+      const transport = new LineTransport()
       yield* Effect.acquireRelease(
         Effect.promise(() => server.connect(transport)),
         () => Effect.promise(() => server.close()).pipe(Effect.ignore)

@@ -4,6 +4,7 @@ import { Effect, Either, Schema } from "effect"
 import { canonicalJson } from "../domain/canonical.js"
 import { InvalidInput, InvalidRecord } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
+import { describeJsonError, parseJson } from "../domain/json.js"
 import type { MemoryRecord, StoredMemory } from "../domain/memory.js"
 import { MemoryRecord as MemoryRecordSchema } from "../domain/memory.js"
 import { isNotFound, syncDirectory, toStorageError, utf8 } from "./file/durable.js"
@@ -47,12 +48,10 @@ const parseLines = (
   for (const [index, raw] of lines.entries()) {
     const line = raw.trim()
     if (line === "") continue
-    let original: unknown
-    try {
-      original = JSON.parse(line)
-    } catch {
-      return Either.left(`line ${index + 1}: not valid JSON`)
-    }
+    const parsed = parseJson(line)
+    if (Either.isLeft(parsed))
+      return Either.left(`line ${index + 1}: not valid JSON: ${describeJsonError(parsed.left)}`)
+    const original = parsed.right
     const record = decodeRecord(original)
     if (Either.isLeft(record)) return Either.left(`line ${index + 1}: ${describeParseError(record.left)}`)
     // A lone surrogate (`"\ud800"`) decodes but has no canonical form: two such rows would hash alike.

@@ -1,11 +1,17 @@
 /** Stored records, in any store: one JSON document each, decoded with Schema and checked for self-consistency. */
 import { Either, ParseResult, Schema } from "effect"
+import { describeJsonError, parseJson } from "../domain/json.js"
 import { InvalidRecord } from "../domain/errors.js"
 import type { TaskId } from "../domain/ids.js"
 import { TaskRecord } from "../domain/Task.js"
 import { recordDefect } from "../domain/transitions.js"
 
-const decodeJson = Schema.decodeUnknownEither(Schema.parseJson())
+/**
+ * Records are written by JSON.stringify, which cannot write more than a few thousand levels;
+ * deeper is damage. Numbers and strings are read leniently: a provider's result may hold any
+ * double or a lone surrogate, and the payload was checked strictly when it entered.
+ */
+export const MaxRecordDepth = 10_000
 const decodeRecord = Schema.decodeUnknownEither(TaskRecord, { errors: "first" })
 
 /**
@@ -20,8 +26,9 @@ export const decodeRecordText = (
   secret: Uint8Array
 ): Either.Either<TaskRecord, InvalidRecord> => {
   const damaged = (reason: string) => Either.left(new InvalidRecord({ file: where, reason }))
-  const json = decodeJson(text)
-  if (Either.isLeft(json)) return damaged("not valid JSON")
+  // Duplicate keys are damage too: which of the two would be the record?
+  const json = parseJson(text, { strict: false, maxDepth: MaxRecordDepth })
+  if (Either.isLeft(json)) return damaged(`not valid JSON: ${describeJsonError(json.left)}`)
   const record = decodeRecord(json.right)
   if (Either.isLeft(record)) {
     const [issue] = ParseResult.ArrayFormatter.formatErrorSync(record.left)

@@ -1,4 +1,6 @@
+import { exactPayloadContract } from "../contract/ExactPayload.contract.js"
 import { taskStoreContract } from "../contract/TaskStore.contract.js"
 import { fileStore } from "../support/stores.js"
 
 taskStoreContract("file", () => fileStore())
+exactPayloadContract("file", () => fileStore())

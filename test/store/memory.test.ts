@@ -1,4 +1,6 @@
+import { exactPayloadContract } from "../contract/ExactPayload.contract.js"
 import { taskStoreContract } from "../contract/TaskStore.contract.js"
 import { memoryStore } from "../support/stores.js"
 
 taskStoreContract("memory", () => memoryStore())
+exactPayloadContract("memory", () => memoryStore())

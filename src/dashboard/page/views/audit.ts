@@ -11,6 +11,7 @@ const Outcomes = ["ok", "error", "timeout", "denied", "invalid"]
 const entryRow = (entry: unknown): HTMLTableRowElement => {
   const error = field(entry, "error")
   const args = field(entry, "arguments")
+  const cut = text(field(entry, "arguments_truncated"), "reason")
   return h(
     "tr",
     {},
@@ -28,7 +29,13 @@ const entryRow = (entry: unknown): HTMLTableRowElement => {
       "td",
       {},
       text(error, "tag") !== null && h("p", {}, `${text(error, "tag")}: ${text(error, "message") ?? ""}`),
-      args !== undefined && h("details", {}, h("summary", {}, "Arguments"), readable(args))
+      args !== undefined &&
+        h(
+          "details",
+          {},
+          h("summary", {}, cut === null ? "Arguments" : `Arguments (cut: ${cut})`),
+          readable(args)
+        )
     )
   )
 }
