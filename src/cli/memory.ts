@@ -1,17 +1,26 @@
 import { Command, Options } from "@effect/cli"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
+import { DefaultSearchTimeoutSeconds } from "../domain/memory.js"
 import { MemoryStore } from "../services/MemoryStore.js"
 import { printJson } from "./output.js"
 import { serveMcp } from "./serveMcp.js"
-import { auditLayer, root } from "./options.js"
+import { auditLayer, duration, root } from "./options.js"
 
 const store = Options.file("store").pipe(Options.withDescription("The memory store, a JSONL file"))
 const fixture = Options.file("fixture", { exists: "yes" }).pipe(
   Options.withDescription("JSONL records to import")
 )
 
-const serve = Command.make("serve", { root, store }, () =>
-  serveMcp(() => import("../mcp/memory/server.js").then((server) => server.memoryServer))
+const searchTimeout = duration("search-timeout", `${DefaultSearchTimeoutSeconds}s`).pipe(
+  Options.withDescription("How long one search may run before it is stopped and answered with ToolTimeout")
+)
+
+const serve = Command.make("serve", { root, store, searchTimeout }, (args) =>
+  serveMcp(() =>
+    import("../mcp/memory/server.js").then((server) =>
+      server.memoryServerWith({ searchTimeout: Duration.millis(args.searchTimeout) })
+    )
+  )
 ).pipe(
   Command.withDescription("Serve the read-only relaykeep-memory MCP server on stdio (search, read)."),
   Command.provide((args) => Layer.merge(MemoryStore.layer(args.store), auditLayer(args.root)))

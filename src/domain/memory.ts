@@ -1,7 +1,48 @@
-/** Memory records and their search: pure, so the server, the import and the tests agree. */
+/** Memory records, their limits and the terms of a search: pure, so the server, the import and the tests agree. */
 import { Schema } from "effect"
 import { Integer } from "./fields.js"
 import { PrintableKey } from "./ids.js"
+import { rankMemory } from "./memoryScan.js"
+
+export { SnippetLength } from "./memoryScan.js"
+
+/**
+ * What a memory store holds at most. A row is one JSONL line as written (UTF-8, without its
+ * newline). Two megabytes a row keeps the largest `read` answer (the record twice, once as
+ * escaped text) under the 10 MiB an MCP client's stdio transport buffers for one message; a
+ * store is loaded whole into memory, with its index, so it is bounded too.
+ */
+export const MemoryLimits = {
+  textBytes: 1024 * 1024,
+  sourceChars: 1024,
+  rowBytes: 2 * 1024 * 1024,
+  storeBytes: 128 * 1024 * 1024,
+  storeRecords: 250_000
+} as const
+
+/** What a search asks for at most: longer queries, more terms or longer ones are refused. */
+export const QueryLimits = { queryChars: 1000, terms: 32, termChars: 200 } as const
+
+/** How long the memory server lets one search run, by default, before it answers `ToolTimeout`. */
+export const DefaultSearchTimeoutSeconds = 10
+
+/** `1,048,576`: limits in messages are written out in full. */
+export const countText = (count: number): string => count.toLocaleString("en")
+
+/** The length of `text` in UTF-8 bytes (a lone surrogate counts as the three bytes of U+FFFD). */
+export const utf8Length = (text: string): number => {
+  let bytes = 0
+  for (let at = 0; at < text.length; at++) {
+    const unit = text.charCodeAt(at)
+    if (unit < 0x80) bytes += 1
+    else if (unit < 0x800) bytes += 2
+    else if (unit >= 0xd800 && unit <= 0xdbff && (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00) {
+      bytes += 4
+      at++
+    } else bytes += 3
+  }
+  return bytes
+}
 
 /** A record's id: 1–200 printable characters. */
 export const MemoryId = PrintableKey
@@ -9,8 +50,17 @@ export const MemoryId = PrintableKey
 /** One line of a memory store. Other keys are rejected (decode with onExcessProperty: "error"). */
 export const MemoryRecord = Schema.Struct({
   id: MemoryId,
-  text: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })),
-  source: Schema.String,
+  text: Schema.String.pipe(
+    Schema.minLength(1, { message: () => "must not be empty" }),
+    Schema.filter((text) => utf8Length(text) <= MemoryLimits.textBytes, {
+      message: () => `must be at most ${countText(MemoryLimits.textBytes)} bytes (1 MiB) as UTF-8`
+    })
+  ),
+  source: Schema.String.pipe(
+    Schema.filter((source) => source.length <= MemoryLimits.sourceChars, {
+      message: () => `must be at most ${countText(MemoryLimits.sourceChars)} characters`
+    })
+  ),
   tags: Schema.optional(Schema.Array(Schema.String)),
   created_at: Schema.optional(Schema.String)
 })
@@ -31,105 +81,33 @@ export const MemoryHit = Schema.Struct({
   }),
   source: Schema.String.annotations({ description: "Where the record came from, as imported" }),
   score: Integer({ minimum: 1 }).annotations({
-    description: "How many times the query's terms occur in the record's text"
+    description: "How many times the query's distinct terms occur in the record's text"
   })
 })
 export type MemoryHit = typeof MemoryHit.Type
 
-export const SnippetLength = 160
-
-const occurrences = (haystack: string, needle: string): number => {
-  let count = 0
-  for (let at = haystack.indexOf(needle); at !== -1; at = haystack.indexOf(needle, at + needle.length))
-    count++
-  return count
-}
-
-export const searchTerms = (query: string): ReadonlyArray<string> =>
-  query
-    .toLowerCase()
-    .split(/\s+/)
-    .filter((term) => term.length > 0)
-
-const snippetOf = (text: string, folded: string, term: string): string => {
-  const at = Math.max(0, folded.indexOf(term))
-  const start = Math.max(0, Math.min(at - Math.floor(SnippetLength / 3), text.length - SnippetLength))
-  const body = text.slice(start, start + SnippetLength).replace(/\s+/g, " ")
-  return `${start > 0 ? "…" : ""}${body}${start + SnippetLength < text.length ? "…" : ""}`
-}
-
-interface Scored {
-  readonly hit: StoredMemory
-  readonly score: number
-  readonly index: number
-}
-
-/** Higher score first, then file order: a total order, since indices differ. */
-const before = (a: Scored, b: Scored) => b.score - a.score || a.index - b.index
-
 /**
- * The first `limit` hits in that order. A small limit keeps only the best so far (a search
- * for a common word scores tens of thousands of records, and sorting them all would cost more
- * than scoring them); a large one collects and sorts, as `slice(0, limit)` of the sorted whole.
+ * The distinct terms of a query, folded as record texts are folded (lower case), in the order
+ * they first appear: a term given twice is searched, and counted, once.
  */
-class TopHits {
-  private readonly kept: Array<Scored> = []
-  private readonly bounded: boolean
-  constructor(private readonly limit: number) {
-    this.bounded = Number.isInteger(limit) && limit > 0 && limit <= 64
-  }
-  add(scored: Scored) {
-    const kept = this.kept
-    if (!this.bounded) {
-      kept.push(scored)
-      return
-    }
-    const last = kept[kept.length - 1]
-    if (kept.length === this.limit && last !== undefined && before(scored, last) >= 0) return
-    let at = kept.length
-    while (at > 0 && before(scored, kept[at - 1] ?? scored) < 0) at--
-    kept.splice(at, 0, scored)
-    if (kept.length > this.limit) kept.pop()
-  }
-  best(): ReadonlyArray<Scored> {
-    return this.bounded ? this.kept : this.kept.sort(before).slice(0, this.limit)
-  }
-}
+export const searchTerms = (query: string): ReadonlyArray<string> => [
+  ...new Set(
+    query
+      .toLowerCase()
+      .split(/\s+/)
+      .filter((term) => term.length > 0)
+  )
+]
 
-/**
- * Score the records at `indices` (ascending) against `terms` and return the best `limit`:
- * records holding every term, by total occurrences of the terms, then by file order.
- */
-export const rankMemory = (
-  records: ReadonlyArray<StoredMemory>,
-  indices: Iterable<number>,
-  terms: ReadonlyArray<string>,
-  limit: number
-): ReadonlyArray<MemoryHit> => {
-  const first = terms[0]
-  if (first === undefined) return []
-  const scored = new TopHits(limit)
-  for (const index of indices) {
-    const stored = records[index]
-    if (stored === undefined) continue
-    let score = 0
-    for (const term of terms) {
-      const count = occurrences(stored.folded, term)
-      if (count === 0) {
-        score = 0
-        break
-      }
-      score += count
-    }
-    // Every term occurs at least once in a hit, so a hit's score is never 0.
-    if (score > 0) scored.add({ hit: stored, score, index })
-  }
-  return scored.best().map(({ hit, score }) => ({
-    id: hit.record.id,
-    snippet: snippetOf(hit.record.text, hit.folded, first),
-    source: hit.record.source,
-    score
-  }))
+/** The rule `query` breaks, in words (never quoting it), or undefined when it is within the limits. */
+export const queryProblem = (query: string): string | undefined => {
+  if (query.length > QueryLimits.queryChars)
+    return `must be at most ${countText(QueryLimits.queryChars)} characters`
+  const terms = searchTerms(query)
+  if (terms.length > QueryLimits.terms) return `must have at most ${QueryLimits.terms} distinct terms`
+  if (terms.some((term) => term.length > QueryLimits.termChars))
+    return `must have no term longer than ${QueryLimits.termChars} characters`
+  return undefined
 }
 
 /**

@@ -9,7 +9,8 @@
  * (`rankMemory`), in file order, so the results are the same, hit for hit.
  */
 import type { MemoryHit, StoredMemory } from "./memory.js"
-import { rankMemory, searchTerms } from "./memory.js"
+import { searchTerms } from "./memory.js"
+import { MemoryScan } from "./memoryScan.js"
 
 const BucketBits = 20
 const Buckets = 1 << BucketBits
@@ -82,6 +83,13 @@ const intersect = (left: Int32Array, right: Int32Array): Int32Array => {
 }
 
 /**
+ * How many posting lists are intersected at most, the shortest first. Each list only narrows a
+ * superset of the hits, which scoring then checks exactly; past the shortest few a list rarely
+ * removes much, and a long query has hundreds of windows, each list as long as the store.
+ */
+const MaxLists = 32
+
+/**
  * The records that may hold every term, ascending; undefined when no term is long enough to
  * narrow the search (then every record is a candidate).
  */
@@ -94,17 +102,23 @@ const candidatesOf = (index: MemoryIndex, terms: ReadonlyArray<string>): Int32Ar
     .map((bucket) => index.postings.subarray(index.starts[bucket] ?? 0, index.starts[bucket + 1] ?? 0))
     .sort((a, b) => a.length - b.length)
   let candidates = lists[0] ?? new Int32Array(0)
-  for (const list of lists.slice(1)) {
+  for (const list of lists.slice(1, MaxLists)) {
     if (candidates.length === 0) break
     candidates = intersect(candidates, list)
   }
   return candidates
 }
 
-/** `searchMemory(index.records, query, limit)`, answered through the index. */
-export const searchIndexed = (index: MemoryIndex, query: string, limit: number): ReadonlyArray<MemoryHit> => {
+/** The scan of `query`'s candidates in `index`, to be stepped (see MemoryScan). */
+export const scanIndexed = (index: MemoryIndex, query: string, limit: number): MemoryScan => {
   const terms = searchTerms(query)
-  if (terms.length === 0) return []
-  const candidates = candidatesOf(index, terms)
-  return rankMemory(index.records, candidates ?? index.records.keys(), terms, limit)
+  const candidates = terms.length === 0 ? [] : candidatesOf(index, terms)
+  return new MemoryScan(index.records, candidates ?? index.records.keys(), terms, limit)
+}
+
+/** `searchMemory(index.records, query, limit)`, answered through the index in one go. */
+export const searchIndexed = (index: MemoryIndex, query: string, limit: number): ReadonlyArray<MemoryHit> => {
+  const scan = scanIndexed(index, query, limit)
+  scan.step(Number.POSITIVE_INFINITY)
+  return scan.hits()
 }

@@ -6,8 +6,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck as fc } from "effect"
 import type { MemoryHit, StoredMemory } from "../../src/domain/memory.js"
-import { searchMemory, searchTerms, SnippetLength } from "../../src/domain/memory.js"
-import { indexMemory, searchIndexed } from "../../src/domain/memoryIndex.js"
+import { searchMemory, SnippetLength } from "../../src/domain/memory.js"
+import { indexMemory, scanIndexed, searchIndexed } from "../../src/domain/memoryIndex.js"
 
 const occurrences = (haystack: string, needle: string): number => {
   let count = 0
@@ -23,8 +23,15 @@ const snippetOf = (text: string, folded: string, term: string): string => {
   return `${start > 0 ? "…" : ""}${body}${start + SnippetLength < text.length ? "…" : ""}`
 }
 
+/** The terms, restated: lower case, split on whitespace, each distinct term once, first seen first. */
+const termsOf = (query: string): ReadonlyArray<string> =>
+  query
+    .toLowerCase()
+    .split(/\s+/)
+    .filter((term, at, all) => term !== "" && all.indexOf(term) === at)
+
 const referenceSearch = (records: ReadonlyArray<StoredMemory>, query: string, limit: number) => {
-  const terms = searchTerms(query)
+  const terms = termsOf(query)
   const first = terms[0]
   if (first === undefined) return []
   const scored: Array<{ hit: StoredMemory; score: number; index: number }> = []
@@ -67,9 +74,12 @@ const querySpace = (texts: ReadonlyArray<string>) =>
       const start = from % Math.max(1, source.length)
       return source.slice(start, start + length)
     }),
-    // Several terms, some short, some absent.
+    // Several terms, some short, some absent, some given twice (in another case, too).
     fc
       .array(fc.constantFrom(...Alphabet, "zz", "abca", "BAB", "ç"), { minLength: 1, maxLength: 6 })
+      .map((parts) => parts.join(" ")),
+    fc
+      .array(fc.constantFrom("a", "A", "ab", "AB", "abc", "b"), { minLength: 2, maxLength: 8 })
       .map((parts) => parts.join(" ")),
     fc.constantFrom("", "   ", "a", "ab", "abc", "ABC abc", "ı", "i̇")
   )
@@ -94,6 +104,10 @@ describe("memory search through the index", () => {
           const expected = referenceSearch(records, query, input.limit)
           assert.deepStrictEqual(searchMemory(records, query, input.limit), expected, `scan: ${query}`)
           assert.deepStrictEqual(searchIndexed(index, query, input.limit), expected, `index: ${query}`)
+          // Stepped one unit of work at a time, as a server runs a long search: the same hits.
+          const scan = scanIndexed(index, query, input.limit)
+          while (!scan.step(1));
+          assert.deepStrictEqual(scan.hits(), expected, `stepped: ${query}`)
         }
       }),
     { fastCheck: { numRuns: 200, seed: 20261130 } }
@@ -116,6 +130,35 @@ describe("memory search through the index", () => {
         }
       assert.strictEqual(searchIndexed(index, "deploy", 20).length, 20)
       assert.strictEqual(searchIndexed(index, "deploy nowhere", 20).length, 0)
+    })
+  )
+
+  it.effect("a query with more windows than the index intersects lists for finds the same hits", () =>
+    Effect.sync(() => {
+      // 50 pseudo-random words of 24 letters: a query of three has about 66 distinct windows, more
+      // than the 32 lists intersected.
+      const letter = (n: number, at: number) => {
+        const h = Math.imul(((n % 50) * 7919 + at * 104729) ^ 0x5bd1e995, 0x2c1b3c6d)
+        return String.fromCharCode(97 + (((h ^ (h >>> 13)) >>> 0) % 26))
+      }
+      const word = (n: number) => Array.from({ length: 24 }, (_, at) => letter(n, at)).join("")
+      const texts = Array.from(
+        { length: 2000 },
+        (_, n) => `${word(n)} ${word(n * 3 + 1)} ${word(n * 7 + 2)} note`
+      )
+      const records = stored(texts)
+      const index = indexMemory(records)
+      for (const query of [
+        `${word(3)} ${word(10)} ${word(23)}`,
+        `${word(4)} ${word(13)} ${word(30)} note`,
+        `${word(5)} ${word(6)} ${word(7)} ${word(8)}`,
+        `${word(1)}x ${word(2)} ${word(3)}`
+      ])
+        for (const limit of [1, 20, 3000]) {
+          const expected = referenceSearch(records, query, limit)
+          assert.deepStrictEqual(searchIndexed(index, query, limit), expected, `${query} / ${limit}`)
+        }
+      assert.isAbove(searchIndexed(index, `${word(3)} ${word(10)} ${word(23)}`, 20).length, 0)
     })
   )
 })

@@ -72,6 +72,19 @@ const cases: ReadonlyArray<readonly ["tasks" | "memory", string, Record<string, 
   ["memory", "search", { query: "x", limit: 21 }, "limit: must be an integer from 1 to 20"],
   ["memory", "search", { query: "   " }, "query: must contain at least one term"],
   ["memory", "search", { query: 1 }, "query: must be a string"],
+  ["memory", "search", { query: "secret ".repeat(143) }, "query: must be at most 1,000 characters"],
+  [
+    "memory",
+    "search",
+    { query: Array.from({ length: 33 }, (_, n) => `secret${n}`).join(" ") },
+    "query: must have at most 32 distinct terms"
+  ],
+  [
+    "memory",
+    "search",
+    { query: `ok ${"secret".repeat(34)}` },
+    "query: must have no term longer than 200 characters"
+  ],
   ["memory", "read", { id: "" }, "id: must not be empty"],
   ["memory", "read", { id: false }, "id: must be a string"]
 ]
@@ -115,6 +128,9 @@ describe("messages for wrong arguments", () => {
         ["tasks", "submit", { client_request_id: `${secret}\u0000`, payload: {} }],
         ["tasks", "submit", { client_request_id: "r", payload: secret }],
         ["memory", "search", { query: "x", limit: secret }],
+        ["memory", "search", { query: `${secret} `.repeat(60) }],
+        ["memory", "search", { query: Array.from({ length: 40 }, (_, n) => `${secret}${n}`).join(" ") }],
+        ["memory", "search", { query: secret.repeat(20) }],
         ["memory", "read", { id: `${secret}\u0007` }]
       ]
       for (const [server, tool, args] of calls) {

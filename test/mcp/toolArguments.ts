@@ -116,9 +116,21 @@ export const tools: Readonly<
         valid: fc.oneof(
           fc.string().filter((s) => s.trim().length > 0),
           fc.constantFrom("lumen", "deploy approval"),
-          huge
+          // At the limits: 1,000 characters, 32 distinct terms, a term of 200; repeats count once.
+          fc.constantFrom(
+            Array.from({ length: 32 }, (_, n) => `t${n}`.padEnd(30, "x"))
+              .join(" ")
+              .padEnd(1000, " "),
+            "b".repeat(200),
+            "lumen ".repeat(166)
+          )
         ),
-        invalid: fc.oneof(nonString, fc.constantFrom("", " ", "\t\n"))
+        invalid: fc.oneof(
+          nonString,
+          fc.constantFrom("", " ", "\t\n"),
+          fc.integer({ min: 1001, max: 200_000 }).map((n) => "a ".repeat(n).slice(0, n)),
+          fc.constantFrom(Array.from({ length: 33 }, (_, n) => `t${n}`).join(" "), "b".repeat(201))
+        )
       },
       limit: { required: false, valid: fc.integer({ min: 1, max: 20 }), invalid: intOutside(1, 20) }
     },

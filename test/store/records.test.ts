@@ -7,13 +7,15 @@ import { newRecord, payloadSha256, taskIdFor } from "../../src/domain/transition
 import { decodeRecordText } from "../../src/store/records.js"
 import { parseJsonField } from "../../src/domain/input.js"
 
+const Key = new Uint8Array(32)
+
 const payloadText = '{"prompt":"secret-prompt-9f2c","__proto__":{"admin":true}}'
 
 const recordText = () => {
   const payload = Either.getOrThrow(
     Either.flatMap(parseJsonField("payload", payloadText), Schema.decodeUnknownEither(JsonObject))
   )
-  const taskId = taskIdFor(new Uint8Array(32), ClientRequestId.make("stored"))
+  const taskId = taskIdFor(Key, ClientRequestId.make("stored"))
   const record = newRecord({
     taskId,
     clientRequestId: ClientRequestId.make("stored"),
@@ -30,7 +32,7 @@ const recordText = () => {
 describe("decodeRecordText", () => {
   it("keeps a payload's __proto__ key as data, so its hash still matches", () => {
     const { taskId, text } = recordText()
-    const decoded = decodeRecordText("tasks/x.json", text, taskId)
+    const decoded = decodeRecordText("tasks/x.json", text, taskId, Key)
     assert.isTrue(Either.isRight(decoded), Either.isLeft(decoded) ? decoded.left.message : "")
     if (Either.isLeft(decoded)) return
     assert.deepStrictEqual(Object.keys(decoded.right.payload), ["prompt", "__proto__"])
@@ -52,7 +54,7 @@ describe("decodeRecordText", () => {
       ]
     ]
     for (const [tampered, path] of cases) {
-      const decoded = decodeRecordText("tasks/x.json", tampered, taskId)
+      const decoded = decodeRecordText("tasks/x.json", tampered, taskId, Key)
       assert.isTrue(Either.isLeft(decoded), `${path} accepted`)
       if (Either.isRight(decoded)) return
       assert.strictEqual(decoded.left._tag, "InvalidRecord")
@@ -71,7 +73,8 @@ describe("decodeRecordText", () => {
     const decoded = decodeRecordText(
       "tasks/x.json",
       text.replace('"result": null', '"result": [1e+300, 9007199254740993, "\\ud800"]'),
-      taskId
+      taskId,
+      Key
     )
     assert.isTrue(Either.isRight(decoded), Either.isLeft(decoded) ? decoded.left.message : "")
     assert.deepStrictEqual(Either.isRight(decoded) ? decoded.right.result : null, [

@@ -1,7 +1,8 @@
 import type { MemoryStore } from "../../services/MemoryStore.js"
 import { Version } from "../../version.js"
 import type { ServerSpec } from "../server.js"
-import { memoryTools } from "./tools.js"
+import type { Duration } from "effect"
+import { memoryTools, memoryToolsWith } from "./tools.js"
 
 /** What every client is told at initialization (kept under 512 characters; a test checks). */
 export const MemoryInstructions =
@@ -13,3 +14,8 @@ export const memoryServer: ServerSpec<MemoryStore> = {
   instructions: MemoryInstructions,
   tools: memoryTools
 }
+
+/** The server, with its search bounded by `searchTimeout` instead of the default. */
+export const memoryServerWith = (options: {
+  readonly searchTimeout: Duration.DurationInput
+}): ServerSpec<MemoryStore> => ({ ...memoryServer, tools: memoryToolsWith(options) })

@@ -1,12 +1,20 @@
 /** The tools of `relaykeep-memory`: read-only search and read over one memory store. */
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { Integer, JsonValue, Text } from "../../domain/fields.js"
-import { MemoryHit, MemoryId } from "../../domain/memory.js"
+import {
+  DefaultSearchTimeoutSeconds,
+  MemoryHit,
+  MemoryId,
+  queryProblem,
+  QueryLimits
+} from "../../domain/memory.js"
 import { MemoryStore } from "../../services/MemoryStore.js"
 import { defineTool } from "../Tool.js"
 
 export const MaxSearchLimit = 20
 export const DefaultSearchLimit = 5
+/** How long a search may run before it is stopped and answered with `ToolTimeout`. */
+export const DefaultSearchTimeout = Duration.seconds(DefaultSearchTimeoutSeconds)
 
 export const searchTool = defineTool({
   name: "search",
@@ -17,10 +25,10 @@ export const searchTool = defineTool({
       Schema.filter((text) => text.trim().length > 0, {
         message: () => "must contain at least one term",
         jsonSchema: { pattern: "\\S" }
-      })
+      }),
+      Schema.filter(queryProblem, { jsonSchema: { maxLength: QueryLimits.queryChars } })
     ).annotations({
-      description:
-        "Words to look for, separated by spaces; a record must contain every one of them (case-insensitive substrings)."
+      description: `Words to look for, separated by spaces; a record must contain every one of them (case-insensitive substrings). At most ${QueryLimits.queryChars} characters and ${QueryLimits.terms} distinct terms of at most ${QueryLimits.termChars} characters each; a term given twice counts once.`
     }),
     limit: Schema.optionalWith(
       Integer({ minimum: 1, maximum: MaxSearchLimit }).annotations({
@@ -34,6 +42,7 @@ export const searchTool = defineTool({
     hits: Schema.Array(MemoryHit).annotations({ description: "The best hits, best first; empty when none" })
   }),
   tier: "read_only",
+  timeout: DefaultSearchTimeout,
   handler: (input) =>
     Effect.flatMap(MemoryStore, (store) =>
       Effect.map(store.search(input.query, input.limit), (hits) => ({ hits }))
@@ -55,3 +64,9 @@ export const readTool = defineTool({
 })
 
 export const memoryTools = [searchTool, readTool]
+
+/** The tools with another bound on how long a search may run (`memory serve --search-timeout`). */
+export const memoryToolsWith = (options: { readonly searchTimeout: Duration.DurationInput }) => [
+  { ...searchTool, timeout: options.searchTimeout },
+  readTool
+]
