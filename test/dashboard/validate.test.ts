@@ -8,6 +8,7 @@ import { Either, FastCheck as fc, Schema } from "effect"
 import { checkPayload, checkRequestId, MaxPayloadBytes } from "../../src/dashboard/page/validate.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import { parseJsonField } from "../../src/domain/input.js"
+import { parseJson } from "../../src/domain/json.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../../src/domain/submission.js"
 import { JsonObject } from "../../src/domain/Task.js"
 
@@ -52,7 +53,12 @@ describe("the submit form's checks", () => {
       )
     },
     ({ text }) => {
-      assert.strictEqual(checkPayload(text).ok, domainAccepts(text), text)
+      // The page stays free of the server's parser (it would grow app.js sixteenfold), so text
+      // that only the strict parser refuses (a duplicate key, an inexact number, a lone
+      // surrogate) passes the form and is refused by the API, whose answer the form shows.
+      const strictOnly = Either.isRight(Either.try(() => JSON.parse(text))) && Either.isLeft(parseJson(text))
+      if (strictOnly) assert.isFalse(domainAccepts(text), text)
+      else assert.strictEqual(checkPayload(text).ok, domainAccepts(text), text)
     },
     { fastCheck: { numRuns: 500, seed: Seed } }
   )
