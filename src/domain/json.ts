@@ -4,7 +4,7 @@
  *
  * - A duplicate key is refused (JSON.parse keeps the last one silently).
  * - `__proto__`, `constructor` and `prototype` are ordinary keys, kept as own data properties.
- * - Strict mode (the default) refuses what a double cannot hold apart: any number beyond
+ * - Strict mode (the default) refuses what a double cannot hold apart: every number beyond
  *   ±(2^53−1), in any notation, and a nonzero number so small that it reads as 0; and strings
  *   that are not well-formed Unicode (a lone surrogate), as I-JSON (RFC 7493) does.
  * - Nesting is bounded (`maxDepth`), and the parser keeps its own stack, so even a message

@@ -80,7 +80,7 @@ const NonzeroMantissa = /^[^eE]*[1-9]/
 
 /**
  * The number at `start`, read as the nearest double. In strict mode, numbers a double cannot
- * hold apart are refused: any beyond ±(2^53−1) (whatever the notation: `9007199254740993`,
+ * hold apart are refused: every number beyond ±(2^53−1) (whatever the notation: `9007199254740993`,
  * `1e16`), where neighbouring integers share one double, and a nonzero one that reads as 0.
  */
 export const readNumber = (text: string, start: number, strict: boolean): Token<number> | Broken => {
