@@ -73,6 +73,41 @@ export interface ClaimedTask {
   readonly lease: Lease
 }
 
+/** What `claimNext` may take: how many tasks, and how many of each capped provider. */
+export interface ClaimNextRequest {
+  readonly workerId: string
+  readonly leaseMillis: number
+  readonly retry?: RetryPolicy | undefined
+  /** At most this many claims (a worker's free slots). Zero claims nothing. */
+  readonly limit: number
+  /**
+   * The room left for each capped provider: a provider named here gets at most that many of
+   * the claims (0: none). Providers not named share `limit`.
+   */
+  readonly room?: ReadonlyMap<string, number> | undefined
+}
+
+/** What one `claimNext` took, oldest first, and what it passed over on the way. */
+export interface ClaimBatch {
+  /** Each with its own attempt and lease, exactly as `claim` would make them. */
+  readonly claimed: ReadonlyArray<ClaimedTask>
+  /** Damaged queued records met on the way; none is claimed. */
+  readonly invalid: ReadonlyArray<InvalidRecordReport>
+  /**
+   * When the first queued task met that waits out a backoff becomes claimable; null when
+   * none was met. Every waiting task is met when fewer than `limit` tasks were claimed.
+   */
+  readonly next_due_at: string | null
+  /** Queued tasks met that wait out a backoff (all of them when fewer than `limit` were claimed). */
+  readonly waiting: number
+}
+
+/** The running tasks, for reaping: bounded by the workers, never by the backlog. */
+export interface RunningSnapshot {
+  readonly running: ReadonlyArray<TaskRecord>
+  readonly invalid: ReadonlyArray<InvalidRecordReport>
+}
+
 /** The live part of the queue: what a worker pass needs, and nothing finished. */
 export interface LiveSnapshot {
   /** Queued tasks, oldest first (submission order, ties broken by task id). */
@@ -165,8 +200,21 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
      * (`cancel_requested`); report the state of any other, unchanged.
      */
     readonly cancel: (taskId: TaskId, payloadSha256: string) => Effect.Effect<CancelOutcome, ReadError>
-    /** Queued and running tasks, and the damaged records met. Costs O(live tasks). */
+    /**
+     * Queued and running tasks, and the damaged records met. Costs O(live tasks): for the
+     * dashboard and `list`; no worker path reads it.
+     */
     readonly live: Effect.Effect<LiveSnapshot, StorageError>
+    /**
+     * Claim up to `limit` ready tasks in one operation: oldest first (submission order, ties
+     * by task id), passing over tasks that wait out a backoff, damaged records, tasks another
+     * worker holds and providers with no room left. Its cost grows with what it claims and
+     * passes over, not with the queue: no record is read that is neither claimed nor in the
+     * way (on the file store a marker listing is read, names only).
+     */
+    readonly claimNext: (request: ClaimNextRequest) => Effect.Effect<ClaimBatch, StorageError>
+    /** Running tasks with their leases, and damaged running records. Costs O(running tasks). */
+    readonly running: Effect.Effect<RunningSnapshot, StorageError>
     /**
      * Move one queued task to running under a new attempt and lease. None when the task is
      * no longer queued (another worker took it, or it was cancelled).

@@ -12,6 +12,7 @@ import { providerOfPayload } from "../domain/provider.js"
 import type { Host } from "../services/Host.js"
 import type {
   ClaimedTask,
+  ClaimNextRequest,
   ClaimRequest,
   Heartbeat,
   ListRequest,
@@ -245,4 +246,59 @@ export const readiness = (
       next = record.not_before
   }
   return { ready, next_due_at: next }
+}
+
+/**
+ * The room a claim batch has left: in all, and for each capped provider. Pure bookkeeping
+ * that every store's `claimNext` shares, so that caps mean the same everywhere.
+ */
+export interface ClaimRoom {
+  readonly left: number
+  readonly providers: ReadonlyMap<string, number>
+}
+
+export const claimRoomOf = (request: ClaimNextRequest): ClaimRoom => ({
+  left: Math.max(0, request.limit),
+  providers: request.room ?? new Map()
+})
+
+/** Whether one more task of `provider` fits. */
+export const fitsRoom = (room: ClaimRoom, provider: string): boolean =>
+  room.left > 0 && (room.providers.get(provider) ?? room.left) > 0
+
+/** The room after one task of `provider` was claimed. */
+export const takeRoom = (room: ClaimRoom, provider: string): ClaimRoom => {
+  const capped = room.providers.get(provider)
+  return {
+    left: room.left - 1,
+    providers: capped === undefined ? room.providers : new Map(room.providers).set(provider, capped - 1)
+  }
+}
+
+/** The providers that can take nothing more: where a store can, it skips their tasks unread. */
+export const fullProviders = (room: ClaimRoom): ReadonlyArray<string> =>
+  [...room.providers].filter(([, left]) => left <= 0).map(([provider]) => provider)
+
+/** One task claimed by `claimant` at `now`: `Transitions.claim` with the worker's policy. */
+export const claimOne = (
+  record: TaskRecord,
+  claimant: Claimant,
+  now: number,
+  request: ClaimNextRequest
+): ClaimedTask | undefined => {
+  const next = Transitions.claim(record, claimant, now, request.leaseMillis, request.retry)
+  return next?.lease ? { record: next, lease: next.lease } : undefined
+}
+
+/** A claim batch's tally of the waiting tasks it met. */
+export const waitingTally = () => {
+  let waiting = 0
+  let next: string | null = null
+  return {
+    meet: (record: TaskRecord) => {
+      waiting += 1
+      if (record.not_before !== undefined && (next === null || record.not_before < next)) next = record.not_before
+    },
+    result: () => ({ waiting, next_due_at: next })
+  }
 }

@@ -1,3 +1,4 @@
+import { claimNextContract } from "../contract/ClaimNext.contract.js"
 import { exactPayloadContract } from "../contract/ExactPayload.contract.js"
 import { describe } from "@effect/vitest"
 import { taskStoreContract } from "../contract/TaskStore.contract.js"
@@ -6,4 +7,5 @@ import { pgAvailable, pgStore } from "../support/pg.js"
 describe.skipIf(!pgAvailable)("PostgreSQL", () => {
   taskStoreContract("postgres", () => pgStore())
   exactPayloadContract("postgres", () => pgStore())
+  claimNextContract("postgres", () => pgStore())
 })

@@ -13,7 +13,7 @@ import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
-import { isTerminal, toReceipt, toView } from "../../domain/Task.js"
+import { isTerminal, submissionOrder, toReceipt, toView } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
@@ -26,6 +26,7 @@ import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./
 import { scanRecords } from "./scan.js"
 import { checkRoot } from "./trust.js"
 import { fileWorkerRegistry } from "./workers.js"
+import { queueHead } from "./queueHead.js"
 
 export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
@@ -65,6 +66,18 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
       Effect.zipRight(openRoot, lockTimeoutAsStorageError(lock.withLock(taskId, body)))
 
+    /**
+     * `body` under the task's lock if no one holds it now; `onBusy()` if someone does. How
+     * claims pass over a task another worker is claiming instead of queueing behind it.
+     */
+    const lockedUnlessBusy = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>, onBusy: () => A) =>
+      Effect.zipRight(
+        openRoot,
+        lock
+          .withLock(taskId, body, { waitMillis: 0 })
+          .pipe(Effect.catchTag("LockTimeout", () => Effect.succeed(onBusy())))
+      )
+
     /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
     const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>
       Effect.flatMap(openRoot, (secret) =>
@@ -102,11 +115,10 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     /** Read, apply a fenced transition, write durably, then move markers; all under the task's lock. */
     const transition = <A, E>(
       taskId: TaskId,
-      step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
-    ) =>
-      locked(
-        taskId,
-        Effect.gen(function* () {
+      step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>,
+      onBusy?: () => A
+    ) => {
+      const body = Effect.gen(function* () {
           const record = yield* loadExisting(taskId)
           const now = yield* Clock.currentTimeMillis
           const [next, answer] = yield* step(record, now)
@@ -120,7 +132,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           }
           return answer
         })
-      )
+      return onBusy === undefined ? locked(taskId, body) : lockedUnlessBusy(taskId, body, onBusy)
+    }
 
     /** Where a record's marker belongs: queued and running records have exactly one. */
     const markerOf = (record: TaskRecord): string | undefined =>
@@ -137,10 +150,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      * written finds the record once the lock is ours. A damaged record keeps its marker, so
      * that every pass keeps reporting it.
      */
-    const repairMarker = (taskId: TaskId, marker: string) =>
-      locked(
-        taskId,
-        Effect.gen(function* () {
+    const repairMarker = (taskId: TaskId, marker: string, whenBusy?: "pass over") => {
+      const body = Effect.gen(function* () {
           const loaded = yield* load(taskId).pipe(
             Effect.map(Option.getOrNull),
             Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
@@ -154,7 +165,11 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
           return Option.some(loaded)
         })
-      )
+      // Held: another writer is changing the task now, and will leave its markers right.
+      return whenBusy === undefined
+        ? locked(taskId, body)
+        : lockedUnlessBusy(taskId, body, () => Option.none<TaskRecord>())
+    }
 
     const invalidNames = Effect.map(Effect.zipRight(openRoot, listDirectory(fs, layout.tasks)), (names) =>
       names
@@ -165,37 +180,55 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         }))
     )
 
-    const live: TaskStoreShape["live"] = Effect.gen(function* () {
-      const queued: Array<TaskRecord> = []
-      const running: Array<TaskRecord> = []
-      const invalid: Array<InvalidRecordReport> = [...(yield* invalidNames)]
+    /**
+     * Visit the record a marker points to: the record when it is in the state the marker
+     * says, after repairing a marker that disagrees; damaged records are reported once each.
+     */
+    const visitor = (invalid: Array<InvalidRecordReport>) => {
       const seen = new Set<TaskId>()
-      const visit = (taskId: TaskId, marker: string, expected: "queued" | "running") =>
+      return (taskId: TaskId, marker: string, expected: "queued" | "running") =>
         Effect.gen(function* () {
+          if (seen.has(taskId)) return Option.none<TaskRecord>()
           const record = yield* load(taskId).pipe(Effect.either)
           if (Either.isLeft(record)) {
             if (record.left._tag === "StorageError") return yield* record.left
-            if (!seen.has(taskId)) invalid.push({ file: record.left.file, reason: record.left.reason })
+            invalid.push({ file: record.left.file, reason: record.left.reason })
             seen.add(taskId)
-            return
+            return Option.none<TaskRecord>()
           }
           const agrees = (found: Option.Option<TaskRecord>) =>
             Option.isSome(found) && found.value.state === expected ? Option.some(found.value) : Option.none()
           // A marker that disagrees is repaired; the record it then shows may agree after all.
           const direct = agrees(record.right)
           const current = Option.isSome(direct) ? direct : agrees(yield* repairMarker(taskId, marker))
-          if (Option.isNone(current) || seen.has(taskId)) return
-          seen.add(taskId)
-          ;(expected === "queued" ? queued : running).push(current.value)
+          if (Option.isSome(current)) seen.add(taskId)
+          return current
         })
+    }
+
+    const runningIn = (visit: ReturnType<typeof visitor>) =>
+      Effect.gen(function* () {
+        const running: Array<TaskRecord> = []
+        for (const name of [...(yield* listDirectory(fs, layout.running))].sort()) {
+          const taskId = taskIdOfRecordFile(`${name}.json`)
+          if (taskId === undefined) continue
+          const found = yield* visit(taskId, path.join(layout.running, name), "running")
+          if (Option.isSome(found)) running.push(found.value)
+        }
+        return running.sort(submissionOrder)
+      })
+
+    const live: TaskStoreShape["live"] = Effect.gen(function* () {
+      const queued: Array<TaskRecord> = []
+      const invalid: Array<InvalidRecordReport> = [...(yield* invalidNames)]
+      const visit = visitor(invalid)
       for (const name of [...(yield* listDirectory(fs, layout.queued))].sort()) {
         const taskId = taskIdOfQueuedMarker(name)
-        if (taskId !== undefined) yield* visit(taskId, path.join(layout.queued, name), "queued")
+        if (taskId === undefined) continue
+        const found = yield* visit(taskId, path.join(layout.queued, name), "queued")
+        if (Option.isSome(found)) queued.push(found.value)
       }
-      for (const name of yield* listDirectory(fs, layout.running)) {
-        const taskId = taskIdOfRecordFile(`${name}.json`)
-        if (taskId !== undefined) yield* visit(taskId, path.join(layout.running, name), "running")
-      }
+      const running = yield* runningIn(visit)
       // A claim between the two listings may show a task in both; the record decides.
       const stillQueued = queued.filter((q) => !running.some((r) => r.task_id === q.task_id))
       return {
@@ -205,6 +238,15 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         invalid
       }
     }).pipe(Effect.withSpan("TaskStore.live"))
+
+    const running: TaskStoreShape["running"] = Effect.gen(function* () {
+      yield* openRoot
+      const invalid: Array<InvalidRecordReport> = []
+      return { running: yield* runningIn(visitor(invalid)), invalid }
+    }).pipe(Effect.withSpan("TaskStore.running"))
+
+    const operations = transitionOperations<UnknownTask | InvalidRecord | StorageError>(host, transition)
+    const claimNext = yield* queueHead({ fs, path, layout, load, claim: operations.claim, repairMarker, openRoot })
 
     /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
     const everything = Effect.flatMap(openRoot, (secret) => scanRecords(fs, path, layout, secret))
@@ -225,7 +267,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     }).pipe(Effect.withSpan("TaskStore.check"))
 
     const store: TaskStoreShape = {
-      ...transitionOperations(host, transition),
+      ...operations,
       submit: Effect.fn("TaskStore.submit")(function* (request) {
         const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
         const taskId = Transitions.taskIdFor(yield* openRoot, request.clientRequestId)
@@ -254,6 +296,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         return toView(yield* Transitions.checkHash(record, sha))
       }),
       live,
+      claimNext,
+      running,
       // A marker appears in index/queued for each submission and requeue. A watch that cannot
       // start (or fails later) ends the stream quietly: the worker's poll still finds the work.
       wakeups: Stream.map(watchDirectory(layout.queued), () => undefined),

@@ -15,7 +15,20 @@ import type { WorkerPresence } from "../../domain/worker.js"
 import { isWorkerPresence, presenceOrder } from "../../domain/worker.js"
 import { Host } from "../../services/Host.js"
 import type { TaskStoreShape, WorkerRegistry } from "../../services/TaskStore.js"
-import { emptyStateCounts, pageOf, readiness, transitionOperations } from "../shared.js"
+import { providerOfPayload } from "../../domain/provider.js"
+import type { ClaimedTask } from "../../services/TaskStore.js"
+import {
+  claimantFor,
+  claimOne,
+  claimRoomOf,
+  emptyStateCounts,
+  fitsRoom,
+  pageOf,
+  readiness,
+  takeRoom,
+  transitionOperations,
+  waitingTally
+} from "../shared.js"
 
 export interface MemoryStoreOptions {
   readonly maxPayloadBytes?: number
@@ -126,6 +139,44 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           invalid: []
         }
       }),
+      claimNext: Effect.fn("TaskStore.claimNext")(function* (request) {
+        const now = yield* Clock.currentTimeMillis
+        const queued = [...(yield* Ref.get(records)).values()].filter((record) => record.state === "queued")
+        // One lease token per claim, drawn before the atomic step (which cannot draw them).
+        const claimants = yield* Effect.forEach(
+          Array.from({ length: Math.min(Math.max(0, request.limit), queued.length) }),
+          () => claimantFor(host, request.workerId)
+        )
+        const batch = yield* Ref.modify(records, (map) => {
+          const claimed: Array<ClaimedTask> = []
+          const tally = waitingTally()
+          let room = claimRoomOf(request)
+          const next = new Map(map)
+          const candidates = [...map.values()].filter((record) => record.state === "queued").sort(submissionOrder)
+          for (const record of candidates) {
+            const claimant = claimants[claimed.length]
+            if (room.left === 0 || claimant === undefined) break
+            if (!Transitions.isDue(record, now)) {
+              tally.meet(record)
+              continue
+            }
+            const provider = providerOfPayload(record.payload)
+            if (!fitsRoom(room, provider)) continue
+            const taken = claimOne(record, claimant, now, request)
+            if (taken === undefined) continue
+            claimed.push(taken)
+            next.set(record.task_id, taken.record)
+            room = takeRoom(room, provider)
+          }
+          return [{ claimed, invalid: [], ...tally.result() }, next] as const
+        })
+        for (const { record } of batch.claimed) yield* PubSub.publish(changes, record.task_id)
+        return batch
+      }),
+      running: Effect.map(Ref.get(records), (map) => ({
+        running: [...map.values()].filter((record) => record.state === "running").sort(submissionOrder),
+        invalid: []
+      })),
       wakeups: Stream.fromPubSub(wakeups),
       // Claims cost nothing here; tests of the worker see claims in flight at once.
       claimConcurrency: 8,

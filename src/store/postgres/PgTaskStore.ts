@@ -10,6 +10,7 @@
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import { Clock, Effect, Either } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
@@ -21,12 +22,18 @@ import {
   preparePayload
 } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord, TaskSummary } from "../../domain/Task.js"
-import { isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
+import { isoTime, isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
+import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
-import type { TaskStoreShape } from "../../services/TaskStore.js"
-import type { ApplyStep } from "../shared.js"
+import type { ClaimedTask, TaskStoreShape } from "../../services/TaskStore.js"
+import type { ApplyStep, ClaimRoom } from "../shared.js"
 import {
+  claimantFor,
+  claimOne,
+  claimRoomOf,
+  fitsRoom,
+  takeRoom,
   DefaultListLimit,
   emptyStateCounts,
   listFilter,
@@ -145,6 +152,130 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       }
     }).pipe(Effect.withSpan("TaskStore.live"))
 
+    /**
+     * The next ready rows, oldest first, locked for this transaction and skipping rows other
+     * transactions hold: one query per provider with room left, one for every other provider,
+     * each `ORDER BY … LIMIT` over an index that serves it, so nothing else is touched.
+     */
+    const candidates = (
+      sql: PgClient.PgClient,
+      room: ClaimRoom,
+      now: string,
+      passed: ReadonlyArray<string>
+    ) => {
+      const capped = [...room.providers.keys()]
+      const ready = (filter: Statement.Fragment, take: number) => sql`(
+        SELECT task_id FROM ${sql(tasks)}
+        WHERE queue = ${target.queue} AND state = 'queued' AND ${filter}
+          AND (not_before IS NULL OR not_before <= ${now})
+          ${passed.length === 0 ? sql.literal("") : sql`AND task_id NOT IN ${sql.in(passed)}`}
+        ORDER BY created_at, task_id
+        LIMIT ${take}
+        FOR UPDATE SKIP LOCKED)`
+      const parts = [
+        ...[...room.providers]
+          .filter(([, left]) => left > 0)
+          .map(([provider, left]) => ready(sql`provider = ${provider}`, Math.min(left, room.left))),
+        ready(
+          capped.length === 0 ? sql.literal("true") : sql`coalesce(provider, '') NOT IN ${sql.in(capped)}`,
+          room.left
+        )
+      ]
+      const picks = parts.map((part, index) => sql`${sql.literal(`pick${index}`)} AS ${part}`)
+      const union = sql.join(" UNION ALL ", false)(
+        parts.map((_, index) => sql`SELECT task_id FROM ${sql.literal(`pick${index}`)}`)
+      )
+      return sql<Row>`
+        WITH ${sql.csv(picks)}
+        SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
+        WHERE queue = ${target.queue} AND task_id IN (${union})
+        ORDER BY created_at, task_id`
+    }
+
+    const claimNext: TaskStoreShape["claimNext"] = Effect.fn("TaskStore.claimNext")(function* (request) {
+      const { sql, secret } = yield* open
+      const limit = Math.max(0, request.limit)
+      // One lease token per claim, drawn before the transaction (which may be run again).
+      const claimants = yield* Effect.forEach(Array.from({ length: limit }), () =>
+        claimantFor(host, request.workerId)
+      )
+      return yield* retrying(
+        "claim from",
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const nowText = isoTime(now)
+            const claimed: Array<ClaimedTask> = []
+            const invalid: Array<InvalidRecordReport> = []
+            let room = claimRoomOf(request)
+            // Rows passed over (damaged, or refused by the transition): asked for again without
+            // them, since they used up part of the round. Each round excludes more, so it ends.
+            const passed: Array<string> = []
+            while (room.left > 0) {
+              const rows = yield* candidates(sql, room, nowText, passed)
+              const before = passed.length
+              for (const row of rows) {
+                const claimant = claimants[claimed.length]
+                const record = decodeRow(target, row, secret)
+                if (Either.isLeft(record)) {
+                  invalid.push({ file: record.left.file, reason: record.left.reason })
+                  passed.push(row.task_id)
+                  continue
+                }
+                const provider = providerOfPayload(record.right.payload)
+                if (claimant === undefined || !fitsRoom(room, provider)) continue
+                const taken = claimOne(record.right, claimant, now, request)
+                if (taken === undefined) {
+                  passed.push(row.task_id)
+                  continue
+                }
+                claimed.push(taken)
+                room = takeRoom(room, provider)
+              }
+              if (passed.length === before) break
+            }
+            if (claimed.length > 0) {
+              const written = claimed.map(({ record }) => ({
+                task_id: record.task_id,
+                record: JSON.stringify(record),
+                notice: noticeOf(target, record)
+              }))
+              yield* sql`
+                WITH claimed AS (
+                  UPDATE ${sql(tasks)} SET state = 'running', not_before = NULL, record = claim.record
+                  FROM ${sql.updateValues(written, "claim")}
+                  WHERE ${sql(tasks)}.queue = ${target.queue} AND ${sql(tasks)}.task_id = claim.task_id
+                  RETURNING claim.notice
+                )
+                SELECT count(pg_notify(${NotifyChannel}, notice)) FROM claimed`
+            }
+            const waiting = yield* sql<{ readonly waiting: number; readonly next_due_at: string | null }>`
+              SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
+              WHERE queue = ${target.queue} AND state = 'queued' AND not_before IS NOT NULL
+                AND not_before > ${nowText}`
+            return {
+              claimed,
+              invalid,
+              waiting: waiting[0]?.waiting ?? 0,
+              next_due_at: waiting[0]?.next_due_at ?? null
+            }
+          })
+        )
+      )
+    })
+
+    const running: TaskStoreShape["running"] = Effect.gen(function* () {
+      const rows = yield* selectRows(
+        "read the running tasks of",
+        (sql) => sql<Row>`
+          SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
+          WHERE queue = ${target.queue} AND state = 'running'
+          ORDER BY created_at, task_id`
+      )
+      const { records, invalid } = yield* sortRows(rows)
+      return { running: records, invalid }
+    }).pipe(Effect.withSpan("TaskStore.running"))
+
     const notices = yield* noticeHub(target, connectTimeoutMillis, layerScope)
 
     const readRecord = (taskId: TaskId) =>
@@ -248,6 +379,8 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         return toView(yield* Transitions.checkHash(yield* readRecord(taskId), sha))
       }),
       live,
+      claimNext,
+      running,
       wakeups: notices.wakeups,
       claimConcurrency: settings.maxConnections ?? DefaultMaxConnections,
       changes: notices.changes,

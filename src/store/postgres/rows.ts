@@ -6,6 +6,7 @@ import { Either, Option, Schema } from "effect"
 import { InvalidRecord } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { isTaskId } from "../../domain/ids.js"
+import { providerOfPayload } from "../../domain/provider.js"
 import type { TaskRecord } from "../../domain/Task.js"
 import { decodeRecordText } from "../records.js"
 import type { PgTarget } from "./target.js"
@@ -28,6 +29,7 @@ export const rowOf = (queue: string, record: TaskRecord) => ({
   state: record.state,
   created_at: record.created_at,
   not_before: record.not_before ?? null,
+  provider: providerOfPayload(record.payload),
   record: JSON.stringify(record)
 })
 

@@ -8,7 +8,9 @@
 import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
+import { parseJson } from "../../domain/json.js"
+import { providerOfPayload } from "../../domain/provider.js"
 
 /**
  * The tables, one migration per version. Each record is the same JSON document the file store
@@ -55,8 +57,57 @@ const migrations = (schema: string) => ({
       presence text NOT NULL,
       PRIMARY KEY (queue, instance)
     )`
-  )
+  ),
+  "3_claims": claimsMigration(schema)
 })
+
+/** How many rows the provider backfill writes per statement. */
+const BackfillBatch = 500
+
+/**
+ * What claims without reading the queue need: each task's provider as a column of its own
+ * (a payload never changes, so it is written once, at insert), an index that serves the
+ * ready tasks of one provider oldest first, and one over the few tasks waiting out a backoff.
+ * The provider of live rows is filled in here, read by our own parser rather than by a jsonb
+ * cast, which a `\u0000` in a payload or a damaged row would fail; a record that does not
+ * parse gets the empty provider, so that claims meet it and report it as damaged.
+ */
+const claimsMigration = (schema: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    Effect.gen(function* () {
+      const tasks = `${schema}.tasks`
+      yield* sql`ALTER TABLE ${sql(tasks)} ADD COLUMN provider text COLLATE "C"`
+      const live = yield* sql<{ readonly queue: string; readonly task_id: string; readonly record: string }>`
+        SELECT queue, task_id, record FROM ${sql(tasks)} WHERE state IN ('queued', 'running')`
+      for (let start = 0; start < live.length; start += BackfillBatch) {
+        const batch = live.slice(start, start + BackfillBatch).map((row) => ({
+          queue: row.queue,
+          task_id: row.task_id,
+          provider: providerOfRecordText(row.record)
+        }))
+        yield* sql`UPDATE ${sql(tasks)} SET provider = backfill.provider
+          FROM ${sql.updateValues(batch, "backfill")}
+          WHERE ${sql(tasks)}.queue = backfill.queue AND ${sql(tasks)}.task_id = backfill.task_id`
+      }
+      yield* sql`CREATE INDEX tasks_ready ON ${sql(tasks)} (queue, provider, created_at, task_id)
+        WHERE state = 'queued'`
+      yield* sql`CREATE INDEX tasks_waiting ON ${sql(tasks)} (queue, not_before)
+        WHERE state = 'queued' AND not_before IS NOT NULL`
+    })
+  )
+
+/** The provider a stored record's payload names, or "" when the record does not parse. */
+export const providerOfRecordText = (text: string): string =>
+  Either.match(parseJson(text), {
+    onLeft: () => "",
+    onRight: (record) => {
+      const payload = isObject(record) ? record["payload"] : undefined
+      return isObject(payload) ? providerOfPayload(payload) : ""
+    }
+  })
+
+const isObject = (value: unknown): value is { readonly [key: string]: unknown } =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
 
 /** The table where the Migrator records which versions ran. */
 const MigrationsTable = "migrations"
