@@ -14,6 +14,7 @@ import { WorkerView } from "../../src/worker/registry.js"
 import { jsonBody, postJson, withDashboard } from "../support/dashboard.js"
 import type { RequestOptions } from "../support/http.js"
 import { assertSecurityHeaders, errorMessage, errorTag } from "../support/http.js"
+import { jcsSha256 } from "../support/jcs.js"
 import { presenceAt } from "../support/presence.js"
 
 const json = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownSync(Schema.parseJson(schema))
@@ -205,6 +206,128 @@ describe("dashboard API: refusals repeat nothing they were sent", () => {
         })
       )
     )
+  )
+})
+
+describe("dashboard API: bodies are read strictly, and kept exactly as sent", () => {
+  it.live(
+    "duplicate keys, big integers, lone surrogates, invalid UTF-8 → 400 naming the JSON path; nothing echoed or stored",
+    () =>
+      withDashboard(({ call, bearer, unchanged }) =>
+        unchanged(
+          Effect.gen(function* () {
+            const secret = "sk-live-7f3a9QX"
+            const cases: ReadonlyArray<readonly [string, string]> = [
+              [`{"payload":{"k":"${secret}"},"payload":{}}`, "body: not valid JSON: payload: duplicate key"],
+              [
+                `{"payload":{},"request_id":"${secret}","request_id":"b"}`,
+                "body: not valid JSON: request_id: duplicate key"
+              ],
+              [
+                `{"payload":{"a":[{"k":"${secret}","k":"${secret}"}]}}`,
+                "body: not valid JSON: payload.a.0.k: duplicate key"
+              ],
+              [
+                `{"payload":{"n":9007199254740993,"k":"${secret}"}}`,
+                "body: not valid JSON: payload.n: a number beyond ±(2^53−1) cannot be held exactly"
+              ],
+              [
+                `{"payload":{"n":-1e400,"k":"${secret}"}}`,
+                "body: not valid JSON: payload.n: a number beyond ±(2^53−1) cannot be held exactly"
+              ],
+              [
+                String.raw`{"payload":{"s":"${secret}\udc00"}}`,
+                "body: not valid JSON: payload.s: a string is not well-formed Unicode (a lone surrogate)"
+              ],
+              // A `__proto__` beside payload is an unexpected member of the body, as any other.
+              [`{"payload":{},"__proto__":{"k":"${secret}"}}`, "__proto__: is unexpected"]
+            ]
+            for (const [body, message] of cases) {
+              const reply = yield* call("/api/tasks", postJson(bearer, body))
+              assert.strictEqual(reply.status, 400, body)
+              assert.strictEqual(errorTag(reply), "InvalidInput", body)
+              assert.include(errorMessage(reply), message, body)
+              assert.notInclude(reply.body, secret, body)
+            }
+            // Invalid UTF-8 in a body: refused whole, never replaced, never echoed.
+            for (const bytes of [
+              [0xc3, 0x28],
+              [0xed, 0xa0, 0x80],
+              [0xf8, 0x88, 0x80, 0x80, 0x80]
+            ]) {
+              const reply = yield* call("/api/tasks", {
+                method: "POST",
+                headers: { ...bearer, "content-type": "application/json" },
+                body: Buffer.concat([
+                  Buffer.from(`{"payload":{"k":"${secret}`),
+                  Buffer.from(bytes),
+                  Buffer.from('"}}')
+                ])
+              })
+              assert.strictEqual(reply.status, 400, String(bytes))
+              assert.strictEqual(errorMessage(reply), "body: is not valid UTF-8")
+              assert.notInclude(reply.body, secret)
+            }
+            // Over the body limit: 413, and nothing of the body comes back.
+            const big = jsonBody({ payload: { k: secret, text: "x".repeat(1024 * 1024 + 64 * 1024) } })
+            const tooLarge = yield* call("/api/tasks", postJson(bearer, big))
+            assert.strictEqual(tooLarge.status, 413)
+            assert.notInclude(tooLarge.body, secret)
+            for (const limit of ["01", "1e1", "%205", "5%20", "1_0", "%EF%BC%95"]) {
+              const reply = yield* call(`/api/tasks?limit=${limit}`, { headers: bearer })
+              assert.strictEqual(reply.status, 400, `limit=${limit}`)
+              assert.match(
+                errorMessage(reply),
+                /^limit: must be a whole number from 1 to 200, in decimal digits$/
+              )
+            }
+            const auditLimit = yield* call("/api/audit?limit=01", { headers: bearer })
+            assert.strictEqual(auditLimit.status, 400)
+            assert.match(errorMessage(auditLimit), /^limit: /)
+          })
+        )
+      )
+  )
+
+  it.live(
+    "a payload's __proto__ and constructor keys are data: the receipt is the RFC 8785 hash as sent",
+    () =>
+      withDashboard(({ call, bearer, store }) =>
+        Effect.gen(function* () {
+          const payloads = [
+            `{"a":1}`,
+            `{"a":1,"__proto__":{"admin":true}}`,
+            `{"a":1,"constructor":{"prototype":{}}}`
+          ]
+          const receipts = []
+          for (const [index, payload] of payloads.entries()) {
+            const reply = yield* call(
+              "/api/tasks",
+              postJson(bearer, `{"payload":${payload},"request_id":"p${index}"}`)
+            )
+            assert.strictEqual(reply.status, 201, reply.body)
+            receipts.push(SubmitReply(reply.body).receipt)
+          }
+          assert.deepStrictEqual(
+            receipts.map((receipt) => receipt.payload_sha256),
+            payloads.map((payload) => jcsSha256(JSON.parse(payload)))
+          )
+          const withProto = receipts[1]
+          if (withProto === undefined) return assert.fail("no receipt")
+          const stored = yield* Effect.orDie(store.record(withProto.task_id))
+          assert.deepStrictEqual(Object.getOwnPropertyDescriptor(stored.payload, "__proto__")?.value, {
+            admin: true
+          })
+          assert.strictEqual(Object.getPrototypeOf(stored.payload), Object.prototype)
+          // The same request id with only the __proto__ member changed: 409.
+          const conflict = yield* call(
+            "/api/tasks",
+            postJson(bearer, `{"payload":${payloads[0]},"request_id":"p1"}`)
+          )
+          assert.strictEqual(conflict.status, 409)
+          assert.strictEqual(errorTag(conflict), "ConflictError")
+        })
+      )
   )
 })
 

@@ -5,10 +5,11 @@
 import { assert, beforeAll, describe, it } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { Receipt } from "../../src/domain/Task.js"
-import { failureOutput, relaykeep } from "../support/cli.js"
+import { Receipt } from "../../src/domain/Task.js"
+import { failureOutput, jsonOutput, relaykeep } from "../support/cli.js"
 import type { RunOptions } from "../support/cli.js"
 import { snapshotTree, useTempDirs } from "../support/files.js"
+import { jcsSha256 } from "../support/jcs.js"
 import { seedTasks } from "../support/stores.js"
 
 const tempDir = useTempDirs()
@@ -26,11 +27,14 @@ const secretWord = "hush-4711"
 let receipt: Receipt
 let payloadFile: string
 let notUtf8File: string
+let duplicateFile: string
 const validHex = "0123456789abcdef".repeat(4)
 
 beforeAll(async () => {
   payloadFile = path.join(tempDir(), "payload.json")
   fs.writeFileSync(payloadFile, "{}")
+  duplicateFile = path.join(tempDir(), "duplicate.json")
+  fs.writeFileSync(duplicateFile, `{\n  "a": {"b": 1,\n  "b": "${secretWord}"}\n}\n`)
   notUtf8File = path.join(tempDir(), "latin1.json")
   // "café" in Latin-1: the byte 0xE9 alone is not UTF-8.
   fs.writeFileSync(
@@ -77,6 +81,69 @@ const usageCases: ReadonlyArray<Case> = [
     args: (root) => ["submit", "--root", root, "--id", "x", "--payload-file", notUtf8File],
     tag: "InvalidInput",
     mentions: "--payload-file: is not valid UTF-8"
+  },
+  {
+    name: "a payload with a duplicate key: refused, not last-one-wins",
+    args: (root) => [
+      "submit",
+      "--root",
+      root,
+      "--id",
+      "x",
+      "--payload",
+      `{"note":"${secretWord}","a":1,"a":2}`
+    ],
+    tag: "InvalidInput",
+    mentions: "--payload: not valid JSON: a: duplicate key (line 1, column 27)"
+  },
+  {
+    name: "a payload with a duplicate key at depth",
+    args: (root) => [
+      "submit",
+      "--root",
+      root,
+      "--id",
+      "x",
+      "--payload",
+      `{"x":{"y":[{"k":"${secretWord}","k":"${secretWord}"}]}}`
+    ],
+    tag: "InvalidInput",
+    mentions: "--payload: not valid JSON: x.y.0.k: duplicate key (line 1, column 29)"
+  },
+  {
+    name: "a payload file with a duplicate key",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload-file", duplicateFile],
+    tag: "InvalidInput",
+    mentions: "--payload-file: not valid JSON: a.b: duplicate key (line 3, column 3)"
+  },
+  {
+    name: "a payload from stdin with an integer beyond 2^53",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "-"],
+    options: { stdin: '{"n":9007199254740993}' },
+    tag: "InvalidInput",
+    mentions:
+      "--payload: not valid JSON: n: a number beyond ±(2^53−1) cannot be held exactly (line 1, column 6)"
+  },
+  {
+    name: "a payload with an integer beyond 2^53 (which JSON.parse would read as 2^53)",
+    args: (root) => ["submit", "--root", root, "--id", "x", "--payload", '{"ids":[1,9007199254740993]}'],
+    tag: "InvalidInput",
+    mentions: "--payload: not valid JSON: ids.1: a number beyond ±(2^53−1) cannot be held exactly"
+  },
+  {
+    name: "a payload with a lone surrogate escape",
+    args: (root) => [
+      "submit",
+      "--root",
+      root,
+      "--id",
+      "x",
+      "--payload",
+      String.raw`{"s":"${secretWord}\ud800"}`
+    ],
+    tag: "InvalidInput",
+    mentions:
+      "--payload: not valid JSON: s: a string is not well-formed Unicode (a lone surrogate) (line 1, column 6)"
   },
   {
     name: "an invalid --task-id",
@@ -163,6 +230,40 @@ describe("relaykeep errors", { timeout: 120_000 }, () => {
 
   for (const c of usageCases) it(`${c.name} exits 2 and changes nothing`, () => expectFailure(c, 2))
   for (const c of domainCases) it(`${c.name} exits 1 and changes nothing`, () => expectFailure(c, 1))
+
+  it("a payload with __proto__ and constructor keys is kept as sent: its receipt is the RFC 8785 hash of what was sent", async () => {
+    const own = path.join(tempDir(), "proto-root")
+    const sent = String.raw`{"b":2,"__proto__":{"admin":true},"constructor":{"prototype":null},"a":[1,"\u00e9"]}`
+    const receipt = jsonOutput(
+      Receipt,
+      await relaykeep(["submit", "--root", own, "--id", "proto", "--payload", sent])
+    )
+    // JSON.parse keeps `__proto__` as an own member; jcs.ts canonicalizes independently of src/.
+    const asSent: unknown = JSON.parse(sent)
+    assert.strictEqual(receipt.payload_sha256, jcsSha256(asSent))
+    assert.notStrictEqual(
+      receipt.payload_sha256,
+      jcsSha256({ b: 2, constructor: { prototype: null }, a: [1, "é"] })
+    )
+    // Without the __proto__ member it is another payload: under the same id, a conflict.
+    const before = snapshotTree(own)
+    const other = await relaykeep([
+      "submit",
+      "--root",
+      own,
+      "--id",
+      "proto",
+      "--payload",
+      '{"b":2,"constructor":{"prototype":null},"a":[1,"é"]}'
+    ])
+    assert.include(failureOutput(other, 1, "ConflictError"), "proto")
+    assert.deepStrictEqual(snapshotTree(own), before, "the data root is unchanged")
+    const again = jsonOutput(
+      Receipt,
+      await relaykeep(["submit", "--root", own, "--id", "proto", "--payload", sent])
+    )
+    assert.deepStrictEqual(again, receipt, "the same payload again: the same receipt")
+  })
 
   it("usage errors on a root that does not exist yet create nothing", async () => {
     const parent = tempDir()

@@ -168,6 +168,18 @@ export const spawnRaw = (binary: string, args: ReadonlyArray<string>) => {
   })
   return {
     send: (message: Record<string, unknown>) => child.stdin.write(`${JSON.stringify(message)}\n`),
+    /**
+     * One line written as given (a newline is added), for what JSON.stringify cannot write:
+     * duplicate keys, big integers, invalid UTF-8. Resolves once the pipe has taken it.
+     */
+    sendLine: (line: string | Buffer): Promise<void> =>
+      new Promise((resolve) => {
+        child.stdin.write(Buffer.concat([typeof line === "string" ? Buffer.from(line) : line, Newline]), () =>
+          resolve()
+        )
+      }),
+    /** Every stdout line printed so far. */
+    lines: (): ReadonlyArray<string> => [...lines],
     /** Resolves once a line with this id has been printed, or the process has exited. */
     response: (id: number): Promise<void> =>
       new Promise((resolve) => {
@@ -186,6 +198,8 @@ export const spawnRaw = (binary: string, args: ReadonlyArray<string>) => {
     exited
   }
 }
+
+const Newline = Buffer.from("\n")
 
 const IdOf = Schema.parseJson(Schema.Struct({ id: Schema.Number }))
 
