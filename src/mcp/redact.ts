@@ -28,7 +28,8 @@ const namesSecret = (entries: ReadonlyArray<readonly [string, unknown]>): boolea
   entries.some(([key, member]) => NameMembers.has(key.toLowerCase()) && sensitiveNameText(member))
 
 /** `["Authorization", …]`: a name and its value. */
-const isSecretPair = (items: ReadonlyArray<unknown>): boolean => items.length === 2 && sensitiveNameText(items[0])
+const isSecretPair = (items: ReadonlyArray<unknown>): boolean =>
+  items.length === 2 && sensitiveNameText(items[0])
 
 interface Pending {
   readonly value: unknown
@@ -72,8 +73,7 @@ export const redact = (value: unknown): unknown => {
         define(copy, shownKey, null)
         const lower = key.toLowerCase()
         const sensitive = pair && NameMembers.has(lower) ? false : isSensitiveName(key)
-        if (sensitive || (pairSecret && ValueMembers.has(lower)))
-          define(copy, shownKey, Redacted)
+        if (sensitive || (pairSecret && ValueMembers.has(lower))) define(copy, shownKey, Redacted)
         else pending.push({ value: member, put: (redacted) => define(copy, shownKey, redacted) })
       }
     } else put(current)

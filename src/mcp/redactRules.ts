@@ -110,7 +110,9 @@ export const nameSegments = (name: string): ReadonlyArray<string> =>
 const MaxNameChars = 256
 
 /** Every rule needs one of these letters in the name: most names are let go without being split. */
-const Needles: ReadonlyArray<string> = [...new Set([...Words, ...Phrases.map(([first]) => first ?? ""), ...Fragments])]
+const Needles: ReadonlyArray<string> = [
+  ...new Set([...Words, ...Phrases.map(([first]) => first ?? ""), ...Fragments])
+]
 const Printable = /^[\x20-\x7e]*$/
 
 /** Whether values under this name are secrets, by the rules above. */
