@@ -9,6 +9,8 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Effect, Exit, Layer, Logger, Option } from "effect"
 import type { Fiber } from "effect"
 import { runCli } from "../cli/main.js"
+import { redactedStderrLogger } from "../cli/redactedLogger.js"
+import { redactMessage } from "../mcp/redact.js"
 import { Host } from "../services/Host.js"
 import { Shutdown } from "../services/Shutdown.js"
 
@@ -25,8 +27,8 @@ export const main = (argv: ReadonlyArray<string>) => {
       interruptedBySignal = true
       running.fiber?.unsafeInterruptAsFork(running.fiber.id())
     }),
-    // Every log goes to stderr: stdout belongs to JSON output and to JSON-RPC.
-    Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
+    // Every log goes to stderr, scrubbed: stdout belongs to JSON output and to JSON-RPC.
+    Logger.replace(Logger.defaultLogger, redactedStderrLogger)
   ).pipe(Layer.provideMerge(NodeContext.layer))
 
   // An Effect waiting on a signal holds no handle of Node's event loop; this one does.
@@ -50,7 +52,7 @@ export const main = (argv: ReadonlyArray<string>) => {
   fiber.addObserver((exit) => {
     clearInterval(keepAlive)
     if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-      process.stderr.write(`relaykeep: unexpected failure: ${Cause.pretty(exit.cause)}\n`)
+      process.stderr.write(redactMessage(`relaykeep: unexpected failure: ${Cause.pretty(exit.cause)}\n`))
       process.exitCode = 1
     }
     if (interruptedBySignal) process.exit(InterruptedExitCode)

@@ -1,6 +1,7 @@
 /** The CLI as one effect: run the command line, and turn any failure into one line and an exit code. */
 import { HelpDoc, ValidationError } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
+import { redactMessage } from "../mcp/redact.js"
 import { run } from "./Cli.js"
 
 export interface CliFailure {
@@ -18,7 +19,13 @@ const oneLine = (text: string): string =>
     .replace(/\s+/g, " ")
     .trim()
 
+/** The one line for stderr, scrubbed: a usage error or a foreign error may quote what it was given. */
 export const describeFailure = (error: unknown): CliFailure => {
+  const failure = describeRawFailure(error)
+  return { line: redactMessage(failure.line), exitCode: failure.exitCode }
+}
+
+const describeRawFailure = (error: unknown): CliFailure => {
   if (ValidationError.isValidationError(error)) {
     return { line: `UsageError: ${oneLine(HelpDoc.toAnsiText(error.error))}`, exitCode: 2 }
   }

@@ -80,9 +80,7 @@ const logFormat = Options.text("log-format").pipe(
     const format = LogFormats.find((known) => known === text)
     return format === undefined
       ? Effect.fail(
-          ValidationError.invalidValue(
-            HelpDoc.p(`--log-format: must be one of ${LogFormats.join(", ")}, not ${JSON.stringify(text)}`)
-          )
+          ValidationError.invalidValue(HelpDoc.p(`--log-format: must be one of ${LogFormats.join(", ")}`))
         )
       : Effect.succeed(format)
   }),
@@ -106,7 +104,7 @@ export const parseProviderCaps = (text: string) =>
         : Effect.fail(
             new InvalidInput({
               field: "--max-per-provider",
-              reason: `${JSON.stringify(part)} is not PROVIDER=N with N from 1 to 999`
+              reason: `entry ${text.split(",").findIndex((entry) => entry.trim() === part) + 1} is not PROVIDER=N with N from 1 to 999`
             })
           )
     }

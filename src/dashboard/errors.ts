@@ -1,6 +1,7 @@
 /** The dashboard's own refusals, and how every error becomes a status and a JSON body. */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Schema } from "effect"
+import { redactMessage } from "../mcp/redact.js"
 
 /** No Bearer token, or not the one of this start. A cookie is never read. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {}) {
@@ -71,7 +72,7 @@ export const statusOf = (tag: string): number => Statuses[tag] ?? 500
 /** `{"error":{"tag","message"}}` with the status its tag calls for. */
 export const errorResponse = (error: { readonly _tag: string; readonly message: string }) =>
   HttpServerResponse.unsafeJson(
-    { error: { tag: error._tag, message: error.message } },
+    { error: { tag: error._tag, message: redactMessage(error.message) } },
     { status: statusOf(error._tag) }
   )
 

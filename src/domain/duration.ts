@@ -9,7 +9,7 @@ const Units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000,
 export const parseDuration = (text: string): Either.Either<number, string> => {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim())
   const amount = match?.[1]
-  if (amount === undefined) return Either.left(`${JSON.stringify(text)} is not a duration (try 90s, 5m, 2h)`)
+  if (amount === undefined) return Either.left("is not a duration (try 90s, 5m, 2h)")
   const millis = Math.round(Number(amount) * (Units[match?.[2] ?? "s"] ?? 1000))
   return millis > 0 ? Either.right(millis) : Either.left("must be longer than zero")
 }

@@ -7,7 +7,8 @@ export class ConflictError extends Schema.TaggedError<ConflictError>()("Conflict
   clientRequestId: Schema.String
 }) {
   override get message() {
-    return `client_request_id ${JSON.stringify(this.clientRequestId)} is already task ${this.taskId} with a different payload; resubmit the original payload to get its receipt, or use a new id`
+    // The request id is the caller's input: the message names the field, not its value.
+    return `client_request_id: already task ${this.taskId} with a different payload; resubmit the original payload to get its receipt, or use a new id`
   }
 }
 
@@ -86,7 +87,7 @@ export class UnknownProvider extends Schema.TaggedError<UnknownProvider>()("Unkn
   available: Schema.Array(Schema.String)
 }) {
   override get message() {
-    return `no provider ${JSON.stringify(this.provider)} in this worker (available: ${this.available.join(", ") || "none"})`
+    return `provider: the payload names no provider of this worker (available: ${this.available.join(", ") || "none"})`
   }
 }
 
@@ -177,6 +178,6 @@ export class UnknownMemory extends Schema.TaggedError<UnknownMemory>()("UnknownM
   id: Schema.String
 }) {
   override get message() {
-    return `no memory record with id ${JSON.stringify(this.id)}`
+    return "id: no memory record has this id"
   }
 }

@@ -9,10 +9,34 @@ import { describeJsonError, parseJson } from "./json.js"
  * secret, or megabytes) and error messages travel to logs and audit files.
  */
 export const describeParseError = (error: ParseResult.ParseError): string => {
+  const { path, message } = parseIssue(error)
+  return path === undefined ? message : `${path}: ${message}`
+}
+
+/** Schema's default messages quote the value: `Expected string, actual "hunter2"`. */
+const ActualValue = /,? actual [\s\S]*$/
+/** Transformation messages may hold the value another way (a JSON error's slice): never shown. */
+const Expected = /^(Expected [\s\S]*?)(?:,? actual [\s\S]*)?$/
+
+/**
+ * The first issue Schema found: its path (field names) and what was expected, never the value.
+ * Our own messages (`must be …`) are kept; Schema's `Expected X, actual Y` keeps `Expected X`;
+ * anything else becomes `is invalid`, since only ours and Schema's are known to be value-free.
+ */
+export const parseIssue = (
+  error: ParseResult.ParseError
+): { readonly path: string | undefined; readonly message: string } => {
   const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  if (!issue) return "is invalid"
-  const message = issue.message.replace(/,? actual [\s\S]*$/, "")
-  return issue.path.length > 0 ? `${issue.path.join(".")}: ${message}` : message
+  if (!issue) return { path: undefined, message: "is invalid" }
+  const path = issue.path.length > 0 ? issue.path.join(".") : undefined
+  const own = /^(must|is) /.test(issue.message)
+  const expected = Expected.exec(issue.message)?.[1]
+  const message = own
+    ? issue.message.replace(ActualValue, "")
+    : expected !== undefined && expected.length <= 200
+      ? expected
+      : "is invalid"
+  return { path, message }
 }
 
 export const decodeField =
@@ -52,9 +76,7 @@ export const decodeNamed =
   (value: unknown): Effect.Effect<A, InvalidInput> =>
     Schema.decodeUnknown(schema, { errors: "first", onExcessProperty: "error" })(value).pipe(
       Effect.mapError((error) => {
-        const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-        const field = issue && issue.path.length > 0 ? issue.path.join(".") : fallback
-        const reason = issue ? issue.message.replace(/,? actual [\s\S]*$/, "") : "is invalid"
-        return new InvalidInput({ field, reason })
+        const { path, message } = parseIssue(error)
+        return new InvalidInput({ field: path ?? fallback, reason: message })
       })
     )

@@ -9,6 +9,7 @@ import { tempName } from "../store/file/layout.js"
 import { checkRoot } from "../store/file/trust.js"
 import { Lock, lockTimeoutAsStorageError } from "../services/Lock.js"
 import { appendEntry, readEntries, rewriteEntries } from "./auditFiles.js"
+import { redact, redactMessage } from "./redact.js"
 
 export { AuditEntry, AuditStatus } from "./AuditEntry.js"
 
@@ -27,6 +28,16 @@ export interface PruneReport {
   readonly removed: number
   readonly kept: number
 }
+
+/**
+ * Every entry is redacted again as it is written, whoever built it: the pipeline already did,
+ * but a library user appending by hand gets the same rules. Redacting twice changes nothing.
+ */
+const redactEntry = (entry: AuditEntry): AuditEntry => ({
+  ...entry,
+  arguments: redact(entry.arguments),
+  error: entry.error === null ? null : { tag: entry.error.tag, message: redactMessage(entry.error.message) }
+})
 
 const matches = (filter: AuditFilter) => (entry: AuditEntry) =>
   (filter.status === undefined || entry.status === filter.status) &&
@@ -72,7 +83,7 @@ export class AuditLog extends Context.Tag("relaykeep/AuditLog")<
         const locked = <A>(body: Effect.Effect<A, StorageError>) =>
           lockTimeoutAsStorageError(lock.withLock("audit", body))
         return AuditLog.of({
-          append: (entry) => locked(appendEntry(files, entry)),
+          append: (entry) => locked(appendEntry(files, redactEntry(entry))),
           list: (filter) =>
             Effect.map(readEntries(files), (entries) => {
               const found = entries.filter(matches(filter))
@@ -97,7 +108,7 @@ export class AuditLog extends Context.Tag("relaykeep/AuditLog")<
     AuditLog,
     Effect.map(Ref.make<ReadonlyArray<AuditEntry>>([]), (entries) =>
       AuditLog.of({
-        append: (entry) => Ref.update(entries, (all) => [...all, entry]),
+        append: (entry) => Ref.update(entries, (all) => [...all, redactEntry(entry)]),
         list: (filter) =>
           Effect.map(Ref.get(entries), (all) => {
             const found = all.filter(matches(filter))

@@ -33,6 +33,6 @@ export class UnknownTool extends Schema.TaggedError<UnknownTool>()("UnknownTool"
   tool: Schema.String
 }) {
   override get message() {
-    return `no tool named ${JSON.stringify(this.tool)}`
+    return "name: no tool has this name (tools/list names them)"
   }
 }

@@ -13,6 +13,7 @@ import { InvalidArguments, PermissionDenied, ToolTimeout, UnknownTool } from "./
 import type { AuditedArguments } from "./auditArguments.js"
 import { auditedArguments, deeperThan } from "./auditArguments.js"
 import { MaxArgumentDepth } from "./limits.js"
+import { redactMessage } from "./redact.js"
 import type { Tool, ToolContext, ToolFailure } from "./Tool.js"
 
 /** What the transport knows about the call besides its arguments. */
@@ -29,7 +30,8 @@ export interface ToolResult {
 }
 
 const errorResult = (error: ToolFailure): ToolResult => ({
-  content: [{ type: "text", text: `${error._tag}: ${error.message}` }],
+  // An error may quote what it was given; what goes back is scrubbed like the audit entry.
+  content: [{ type: "text", text: redactMessage(`${error._tag}: ${error.message}`) }],
   isError: true
 })
 
@@ -84,7 +86,7 @@ export const callTool = <R>(
           status,
           duration_ms: now - started,
           ...auditedFields(audited),
-          error: error ? { tag: error._tag, message: error.message } : null
+          error: error ? { tag: error._tag, message: redactMessage(error.message) } : null
         })
       )
     /**
@@ -96,10 +98,12 @@ export const callTool = <R>(
         Effect.as(result),
         Effect.catchAll((failure) =>
           Effect.as(
-            Effect.logError(`audit append failed: ${failure.message}`),
+            Effect.logError(redactMessage(`audit append failed: ${failure.message}`)),
             errorResult({
               _tag: "AuditFailed",
-              message: `the call ${status === "ok" ? "ran" : "ended"}, but could not be audited: ${failure.message}`
+              message: redactMessage(
+                `the call ${status === "ok" ? "ran" : "ended"}, but could not be audited: ${failure.message}`
+              )
             })
           )
         )

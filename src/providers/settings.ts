@@ -57,7 +57,7 @@ export const parseLoopbackUrl = (text: string): Either.Either<URL, string> => {
   try {
     url = new URL(text)
   } catch {
-    return Either.left(`${JSON.stringify(text)} is not a URL`)
+    return Either.left("is not a URL")
   }
   if (url.protocol !== "http:") return Either.left(`must use http:, not ${url.protocol}`)
   if (!LoopbackHosts.has(url.hostname)) {

@@ -108,7 +108,7 @@ export const planImport = ({ fs }: Deps, existing: LoadedMemory, fixture: string
       if (before !== undefined) {
         return yield* new InvalidInput({
           field,
-          reason: `id ${JSON.stringify(row.record.id)} already exists with different content`
+          reason: `row ${rows.indexOf(row) + 1}: its id already exists with different content`
         })
       }
       known.set(row.record.id, row.content)

@@ -1,5 +1,6 @@
 /** Stored records, in any store: one JSON document each, decoded with Schema and checked for self-consistency. */
-import { Either, ParseResult, Schema } from "effect"
+import { Either, Schema } from "effect"
+import { describeParseError } from "../domain/input.js"
 import { describeJsonError, parseJson } from "../domain/json.js"
 import { InvalidRecord } from "../domain/errors.js"
 import type { TaskId } from "../domain/ids.js"
@@ -31,9 +32,8 @@ export const decodeRecordText = (
   if (Either.isLeft(json)) return damaged(`not valid JSON: ${describeJsonError(json.left)}`)
   const record = decodeRecord(json.right)
   if (Either.isLeft(record)) {
-    const [issue] = ParseResult.ArrayFormatter.formatErrorSync(record.left)
-    const at = issue && issue.path.length > 0 ? `${issue.path.join(".")}: ` : ""
-    return damaged(`${at}${issue?.message ?? "does not decode"}`)
+    // The field and what it should be, never the damaged value (it may be a secret).
+    return damaged(describeParseError(record.left))
   }
   const defect = recordDefect(record.right, storedUnder, secret)
   return defect === undefined ? Either.right(record.right) : damaged(defect)

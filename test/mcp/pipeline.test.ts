@@ -61,10 +61,13 @@ describe("pipeline order", () => {
       const { tools } = yield* makeExampleTools
       const { result, entry } = yield* callAudited(tools, "nope", { a: 1 })
       assert.isTrue(result.isError)
-      assert.strictEqual(textOf(result), 'UnknownTool: no tool named "nope"')
+      assert.strictEqual(textOf(result), "UnknownTool: name: no tool has this name (tools/list names them)")
       assert.strictEqual(entry.status, "invalid")
       assert.strictEqual(entry.tool, "nope")
-      assert.deepStrictEqual(entry.error, { tag: "UnknownTool", message: 'no tool named "nope"' })
+      assert.deepStrictEqual(entry.error, {
+        tag: "UnknownTool",
+        message: "name: no tool has this name (tools/list names them)"
+      })
     }).pipe(Effect.provide(AuditLog.layerMemory))
   )
 })

@@ -52,7 +52,7 @@ export const decodeRow = (
       ? Either.left(
           new InvalidRecord({
             file: name,
-            reason: `the row's columns (state ${row.state}) disagree with its record (state ${record.state})`
+            reason: "the row's state, created_at or not_before columns disagree with its record"
           })
         )
       : Either.right(record)

@@ -1,0 +1,128 @@
+/**
+ * Which names hold secrets: the rule set of redaction, as data (SECURITY.md prints the same
+ * table, and a test checks that it does).
+ *
+ * A name (a key, a header name, the name half of `name=value` in text) is normalised first:
+ * NFKC, which folds full-width and other compatibility forms (`ＰＡＳＳＷＯＲＤ` is `PASSWORD`),
+ * then cut into lower-case segments of letters at every other character (`_`, `-`, `.`,
+ * spaces, digits, zero-width characters…) and at camelCase boundaries. `dbPassword`,
+ * `DB-PASSWORD`, `db.password` and `DB_PASSWORD_2` are all `db` + `password`; `XApiKey` is
+ * `x` + `api` + `key`.
+ *
+ * A name is sensitive when one of its segments is one of `Words` (so `key` and `api_key` are,
+ * `monkey` and `keyboard` are not), or when its segments written together contain one of
+ * `Phrases` or `Fragments` (so `PRIVATEKEY`, `database_url` and `refreshTokens` are).
+ */
+
+/** Segments that are secrets by themselves, matched whole. */
+export const Words: ReadonlyArray<string> = [
+  "auth",
+  "csrf",
+  "cvc",
+  "cvv",
+  "dsn",
+  "hotp",
+  "jwe",
+  "jws",
+  "jwt",
+  "key",
+  "keys",
+  "mnemonic",
+  "oauth",
+  "otp",
+  "pass",
+  "passcode",
+  "pat",
+  "pin",
+  "privkey",
+  "pw",
+  "pwd",
+  "session",
+  "sid",
+  "signature",
+  "sk",
+  "totp",
+  "xsrf"
+]
+
+/**
+ * Segment sequences that are secrets together, matched with or without separators between
+ * them (`database_url`, `DatabaseURL`, `DATABASEURL`). The ones ending in `key` are also caught
+ * by the word `key` when written apart; they are here for the run-together forms.
+ */
+export const Phrases: ReadonlyArray<ReadonlyArray<string>> = [
+  ["access", "key"],
+  ["api", "key"],
+  ["backup", "code"],
+  ["client", "key"],
+  ["conn", "str"],
+  ["connection", "string"],
+  ["connection", "uri"],
+  ["connection", "url"],
+  ["database", "uri"],
+  ["database", "url"],
+  ["db", "uri"],
+  ["db", "url"],
+  ["encryption", "key"],
+  ["github", "pat"],
+  ["master", "key"],
+  ["private", "key"],
+  ["recovery", "code"],
+  ["recovery", "phrase"],
+  ["seed", "phrase"],
+  ["seed", "words"],
+  ["session", "id"],
+  ["signing", "key"],
+  ["ssh", "key"]
+]
+
+/** Letters that are secrets wherever they appear in the name, even inside a longer word. */
+export const Fragments: ReadonlyArray<string> = [
+  "apikey",
+  "authorization",
+  "bearer",
+  "cookie",
+  "credential",
+  "passphrase",
+  "passwd",
+  "password",
+  "secret",
+  "token"
+]
+
+const WordSet: ReadonlySet<string> = new Set(Words)
+const Joined: ReadonlyArray<string> = [...Phrases.map((phrase) => phrase.join("")), ...Fragments]
+
+/**
+ * The lower-case segments of a name: NFKC, split at camelCase boundaries (`dbPassword`,
+ * `APIKey`), then at every character that is not a letter.
+ */
+export const nameSegments = (name: string): ReadonlyArray<string> =>
+  name
+    .normalize("NFKC")
+    .replace(/(\p{Ll})(\p{Lu})/gu, "$1 $2")
+    .replace(/(\p{Lu})(\p{Lu}\p{Ll})/gu, "$1 $2")
+    .toLowerCase()
+    .split(/[^\p{L}]+/u)
+    .filter((segment) => segment !== "")
+
+/** Longer names are not names: a 10 KB key is judged by its first 256 characters. */
+const MaxNameChars = 256
+
+/** Every rule needs one of these letters in the name: most names are let go without being split. */
+const Needles: ReadonlyArray<string> = [
+  ...new Set([...Words, ...Phrases.map(([first]) => first ?? ""), ...Fragments])
+]
+const Printable = /^[\x20-\x7e]*$/
+
+/** Whether values under this name are secrets, by the rules above. */
+export const isSensitiveName = (name: string): boolean => {
+  const cut = name.length > MaxNameChars ? name.slice(0, MaxNameChars) : name
+  // NFKC leaves printable ASCII as it is.
+  const lower = (Printable.test(cut) ? cut : cut.normalize("NFKC")).toLowerCase()
+  if (!Needles.some((needle) => lower.includes(needle))) return false
+  const segments = nameSegments(cut)
+  if (segments.some((segment) => WordSet.has(segment))) return true
+  const joined = segments.join("")
+  return Joined.some((fragment) => joined.includes(fragment))
+}
