@@ -21,7 +21,7 @@ import { makeMemoryTaskStore } from "../store/memory/MemoryTaskStore.js"
 import type { PgStoreOptions } from "../store/postgres/target.js"
 import { pgTarget } from "../store/postgres/target.js"
 import type { Host } from "./Host.js"
-import { Lock } from "./Lock.js"
+import { fileLockLayer } from "../store/file/FileLock.js"
 import type {
   CancelOutcome,
   InvalidRecordReport,
@@ -260,7 +260,7 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     options: FileStoreOptions
   ): Layer.Layer<TaskStore, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
     Layer.effect(TaskStore, makeFileTaskStore(options)).pipe(
-      Layer.provide(Lock.layer(`${options.root.replace(/\/+$/, "")}/locks`))
+      Layer.provide(fileLockLayer(`${options.root.replace(/\/+$/, "")}/locks`))
     )
 
   /**
