@@ -30,8 +30,12 @@ export type {
   TaskPage,
   TaskStoreShape
 } from "./services/TaskStore.js"
+// The TaskStore's layers, one per store.
+export { fileTaskStoreLayer } from "./store/file/layer.js"
 export type { FileStoreOptions } from "./store/file/FileTaskStore.js"
+export { memoryTaskStoreLayer } from "./store/memory/layer.js"
 export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"
+export { pgTaskStoreLayer } from "./store/postgres/layer.js"
 export type { PgStoreOptions } from "./store/postgres/target.js"
 
 export { runPass, PassReport, DefaultLeaseMillis } from "./worker/pass.js"

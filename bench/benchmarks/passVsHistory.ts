@@ -17,6 +17,7 @@ import type { TaskId } from "../../src/index.js"
 import { ClientRequestId, DefaultLeaseMillis, Host, Provider, runPass, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { now } from "../timing.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 /** Queued tasks per pass. */
 const Queued = 10
@@ -37,7 +38,7 @@ const echoPayload = (label: string) => ({
 /** A file store over `root` with the providers `relaykeep worker` builds from default settings. */
 const openRoot = (root: string) =>
   ManagedRuntime.make(
-    Layer.mergeAll(TaskStore.layer({ root }), Provider.layer(defaultSettings)).pipe(
+    Layer.mergeAll(fileTaskStoreLayer({ root }), Provider.layer(defaultSettings)).pipe(
       Layer.provideMerge(Host.layer),
       Layer.provide(NodeHttpClient.layer),
       Layer.provide(NodeContext.layer)

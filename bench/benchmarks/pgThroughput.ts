@@ -30,6 +30,7 @@ import { DefaultRetryPolicy } from "../../src/domain/Task.js"
 import type { Benchmark, Figures } from "../harness.js"
 import { benchPgUrl, withPg } from "../postgres.js"
 import { now } from "../timing.js"
+import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
 
 /** Jobs per phase per system. */
 const Jobs = 2_000
@@ -81,7 +82,7 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
   const schema = freshSchema("relaykeep")
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(
-      TaskStore.layerPg({ url: Redacted.make(benchPgUrl), schema, maxConnections: Concurrency }),
+      pgTaskStoreLayer({ url: Redacted.make(benchPgUrl), schema, maxConnections: Concurrency }),
       Provider.layerWith([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
       Shutdown.layerManual,
       WorkerOutput.layer("text", () => Effect.void)

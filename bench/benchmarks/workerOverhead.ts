@@ -23,6 +23,7 @@ import { ClientRequestId, Host, Provider, TaskStore, timeMillis } from "../../sr
 import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 const Tasks = 1000
 const Concurrency = 4
@@ -112,7 +113,7 @@ export const workerOverhead: Benchmark = {
       run: async (index) => {
         const root = path.join(dir, `run-${index + 1}`)
         const store = ManagedRuntime.make(
-          TaskStore.layer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+          fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
         )
         try {
           log(`worker-overhead: submitting ${Tasks} tasks`)

@@ -19,6 +19,7 @@ import { Provider } from "../../src/services/Provider.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { runPass } from "../../src/worker/pass.js"
 import { tempDir } from "./stores.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const fakeClaude = path.join(repo, "fixtures", "bin", "fake-claude")
@@ -208,7 +209,7 @@ export const providerLayer = (config: ProviderSettings, environment: Readonly<Re
 
 /** A memory store and every provider: for tests that read what a worker pass records. */
 export const workerLayer = (config: ProviderSettings, environment: Readonly<Record<string, string>> = {}) =>
-  Layer.mergeAll(TaskStore.layerMemory(), Provider.layer(config)).pipe(
+  Layer.mergeAll(memoryTaskStoreLayer(), Provider.layer(config)).pipe(
     Layer.provideMerge(Host.layerTest({ environment })),
     Layer.provide(platform)
   )
