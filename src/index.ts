@@ -19,6 +19,7 @@ export { Provider } from "./services/Provider.js"
 export type { ProviderError, ProviderResult, ProviderTask } from "./services/Provider.js"
 export type { ProviderDefinition } from "./providers/registry.js"
 export { echoProvider } from "./providers/echo.js"
+export { echoProviderLayer, providerRegistryLayer, providersLayer } from "./providers/layer.js"
 export { TaskStore } from "./services/TaskStore.js"
 export type {
   CheckReport,

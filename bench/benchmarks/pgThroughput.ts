@@ -17,7 +17,7 @@ import { Logger as GraphileLogger, makeWorkerUtils, run as runGraphile, runMigra
 import pg from "pg"
 import PgBoss from "pg-boss"
 import { randomUUID } from "node:crypto"
-import { ClientRequestId, Host, Provider, Shutdown, TaskStore } from "../../src/index.js"
+import { ClientRequestId, Host, Shutdown, TaskStore } from "../../src/index.js"
 import { DefaultCancelPollMillis } from "../../src/worker/attempt.js"
 import { WorkerOutput } from "../../src/worker/events.js"
 import {
@@ -31,6 +31,7 @@ import type { Benchmark, Figures } from "../harness.js"
 import { benchPgUrl, withPg } from "../postgres.js"
 import { now } from "../timing.js"
 import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
+import { providerRegistryLayer } from "../../src/providers/layer.js"
 
 /** Jobs per phase per system. */
 const Jobs = 2_000
@@ -83,7 +84,7 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(
       pgTaskStoreLayer({ url: Redacted.make(benchPgUrl), schema, maxConnections: Concurrency }),
-      Provider.layerWith([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
+      providerRegistryLayer([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
       Shutdown.layerManual,
       WorkerOutput.layer("text", () => Effect.void)
     ).pipe(Layer.provideMerge(Host.layer), Layer.provide(NodeContext.layer))

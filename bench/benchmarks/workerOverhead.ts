@@ -24,6 +24,7 @@ import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { echoProviderLayer } from "../../src/providers/layer.js"
 
 const Tasks = 1000
 const Concurrency = 4
@@ -106,7 +107,7 @@ export const workerOverhead: Benchmark = {
   unit: "ms per run",
   target: { kind: "report" },
   setup: async ({ dir, log }) => {
-    const provider = ManagedRuntime.make(Provider.layerEcho)
+    const provider = ManagedRuntime.make(echoProviderLayer)
     const runs: Array<{ wall: number; providerSum: number; attemptSum: number; startMillis: number }> = []
 
     return {

@@ -8,10 +8,11 @@ import type { ProviderTask } from "../../src/services/Provider.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { runPass } from "../../src/worker/pass.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { echoProviderLayer } from "../../src/providers/layer.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const here = { pid: 100, hostname: "here", bootId: "boot-1", alive: new Set([100, 200]) }
-const layers = (provider: Layer.Layer<Provider> = Provider.layerEcho) =>
+const layers = (provider: Layer.Layer<Provider> = echoProviderLayer) =>
   Layer.mergeAll(memoryTaskStoreLayer(), provider).pipe(Layer.provideMerge(Host.layerTest(here)))
 const pass = runPass({ workerId: "test-worker", leaseMillis: 60_000 })
 
@@ -122,7 +123,7 @@ describe("worker pass", () => {
       Effect.provide(
         Layer.mergeAll(
           memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({ ...here, pid: 300 }))),
-          Provider.layerEcho,
+          echoProviderLayer,
           Host.layerTest({ ...here, pid: 999, alive: new Set([999]) })
         )
       )
@@ -145,7 +146,7 @@ describe("worker pass", () => {
       Effect.provide(
         Layer.mergeAll(
           memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({ ...here, bootId: "boot-0" }))),
-          Provider.layerEcho,
+          echoProviderLayer,
           Host.layerTest(here)
         )
       )
