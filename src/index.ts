@@ -13,11 +13,13 @@ export { DefaultMaxPayloadBytes } from "./domain/submission.js"
 export { Host } from "./services/Host.js"
 export { Lock } from "./services/Lock.js"
 export type { LockOptions } from "./services/Lock.js"
+export { fileLockLayer } from "./store/file/FileLock.js"
 export type { FileLockSettings } from "./store/file/FileLock.js"
 export { Provider } from "./services/Provider.js"
 export type { ProviderError, ProviderResult, ProviderTask } from "./services/Provider.js"
 export type { ProviderDefinition } from "./providers/registry.js"
 export { echoProvider } from "./providers/echo.js"
+export { echoProviderLayer, providerRegistryLayer, providersLayer } from "./providers/layer.js"
 export { TaskStore } from "./services/TaskStore.js"
 export type {
   CheckReport,
@@ -29,8 +31,12 @@ export type {
   TaskPage,
   TaskStoreShape
 } from "./services/TaskStore.js"
+// The TaskStore's layers, one per store.
+export { fileTaskStoreLayer } from "./store/file/layer.js"
 export type { FileStoreOptions } from "./store/file/FileTaskStore.js"
+export { memoryTaskStoreLayer } from "./store/memory/layer.js"
 export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"
+export { pgTaskStoreLayer } from "./store/postgres/layer.js"
 export type { PgStoreOptions } from "./store/postgres/target.js"
 
 export { runPass, PassReport, DefaultLeaseMillis } from "./worker/pass.js"

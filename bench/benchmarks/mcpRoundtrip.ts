@@ -32,6 +32,7 @@ import { AuditLog, ClientRequestId, Host, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 /** Round trips (a submit and a read) per run. */
 const RoundTrips = 100
@@ -155,7 +156,7 @@ export const mcpRoundtrip: Benchmark = {
     ])
 
     const runtime = ManagedRuntime.make(
-      Layer.mergeAll(TaskStore.layer({ root: storeRoot }), AuditLog.layer(path.join(dir, "audit"))).pipe(
+      Layer.mergeAll(fileTaskStoreLayer({ root: storeRoot }), AuditLog.layer(path.join(dir, "audit"))).pipe(
         Layer.provide(Host.layer),
         Layer.provide(NodeContext.layer)
       )

@@ -14,9 +14,11 @@ import { mkdirSync, readdirSync } from "node:fs"
 import path from "node:path"
 import { defaultSettings } from "../../src/providers/settings.js"
 import type { TaskId } from "../../src/index.js"
-import { ClientRequestId, DefaultLeaseMillis, Host, Provider, runPass, TaskStore } from "../../src/index.js"
+import { ClientRequestId, DefaultLeaseMillis, Host, runPass, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { now } from "../timing.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { providersLayer } from "../../src/providers/layer.js"
 
 /** Queued tasks per pass. */
 const Queued = 10
@@ -37,7 +39,7 @@ const echoPayload = (label: string) => ({
 /** A file store over `root` with the providers `relaykeep worker` builds from default settings. */
 const openRoot = (root: string) =>
   ManagedRuntime.make(
-    Layer.mergeAll(TaskStore.layer({ root }), Provider.layer(defaultSettings)).pipe(
+    Layer.mergeAll(fileTaskStoreLayer({ root }), providersLayer(defaultSettings)).pipe(
       Layer.provideMerge(Host.layer),
       Layer.provide(NodeHttpClient.layer),
       Layer.provide(NodeContext.layer)

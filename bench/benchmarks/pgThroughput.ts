@@ -17,7 +17,7 @@ import { Logger as GraphileLogger, makeWorkerUtils, run as runGraphile, runMigra
 import pg from "pg"
 import PgBoss from "pg-boss"
 import { randomUUID } from "node:crypto"
-import { ClientRequestId, Host, Provider, Shutdown, TaskStore } from "../../src/index.js"
+import { ClientRequestId, Host, Shutdown, TaskStore } from "../../src/index.js"
 import { DefaultCancelPollMillis } from "../../src/worker/attempt.js"
 import { WorkerOutput } from "../../src/worker/events.js"
 import {
@@ -30,6 +30,8 @@ import { DefaultRetryPolicy } from "../../src/domain/Task.js"
 import type { Benchmark, Figures } from "../harness.js"
 import { benchPgUrl, withPg } from "../postgres.js"
 import { now } from "../timing.js"
+import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
+import { providerRegistryLayer } from "../../src/providers/layer.js"
 
 /** Jobs per phase per system. */
 const Jobs = 2_000
@@ -81,8 +83,8 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
   const schema = freshSchema("relaykeep")
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(
-      TaskStore.layerPg({ url: Redacted.make(benchPgUrl), schema, maxConnections: Concurrency }),
-      Provider.layerWith([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
+      pgTaskStoreLayer({ url: Redacted.make(benchPgUrl), schema, maxConnections: Concurrency }),
+      providerRegistryLayer([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
       Shutdown.layerManual,
       WorkerOutput.layer("text", () => Effect.void)
     ).pipe(Layer.provideMerge(Host.layer), Layer.provide(NodeContext.layer))

@@ -19,6 +19,7 @@ import path from "node:path"
 import { ClientRequestId, Host, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { now } from "../timing.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 /** Submits per run, each timed on its own. */
 const Submits = 200
@@ -56,7 +57,7 @@ export const submitVsFloor: Benchmark = {
     const floorDir = path.join(dir, "floor")
     mkdirSync(floorDir)
     const runtime = ManagedRuntime.make(
-      TaskStore.layer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
     )
     const store = await runtime.runPromise(TaskStore)
     const tasksDir = path.join(root, "tasks")

@@ -23,6 +23,8 @@ import { ClientRequestId, Host, Provider, TaskStore, timeMillis } from "../../sr
 import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { echoProviderLayer } from "../../src/providers/layer.js"
 
 const Tasks = 1000
 const Concurrency = 4
@@ -105,14 +107,14 @@ export const workerOverhead: Benchmark = {
   unit: "ms per run",
   target: { kind: "report" },
   setup: async ({ dir, log }) => {
-    const provider = ManagedRuntime.make(Provider.layerEcho)
+    const provider = ManagedRuntime.make(echoProviderLayer)
     const runs: Array<{ wall: number; providerSum: number; attemptSum: number; startMillis: number }> = []
 
     return {
       run: async (index) => {
         const root = path.join(dir, `run-${index + 1}`)
         const store = ManagedRuntime.make(
-          TaskStore.layer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+          fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
         )
         try {
           log(`worker-overhead: submitting ${Tasks} tasks`)

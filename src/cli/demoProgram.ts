@@ -8,9 +8,9 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { Console, Context, Effect, Layer, Schema } from "effect"
 import { fileURLToPath } from "node:url"
 import { Receipt, TaskView } from "../domain/Task.js"
-import { Provider } from "../services/Provider.js"
-import { TaskStore } from "../services/TaskStore.js"
 import { runPass } from "../worker/pass.js"
+import { fileTaskStoreLayer } from "../store/file/layer.js"
+import { echoProviderLayer } from "../providers/layer.js"
 
 class DemoRoot extends Context.Tag("relaykeep/DemoRoot")<DemoRoot, string>() {}
 
@@ -149,6 +149,6 @@ export const DemoLive = Layer.unwrapScoped(
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     const root = yield* fs.makeTempDirectoryScoped({ prefix: "relaykeep-demo-" })
-    return Layer.mergeAll(Layer.succeed(DemoRoot, root), TaskStore.layer({ root }), Provider.layerEcho)
+    return Layer.mergeAll(Layer.succeed(DemoRoot, root), fileTaskStoreLayer({ root }), echoProviderLayer)
   })
 )

@@ -8,7 +8,7 @@ import type { StorageError } from "../domain/errors.js"
 import { InvalidInput } from "../domain/errors.js"
 import type { Host } from "../services/Host.js"
 import { AuditLog } from "../mcp/AuditLog.js"
-import { TaskStore } from "../services/TaskStore.js"
+import type { TaskStore } from "../services/TaskStore.js"
 import type { PgStoreOptions } from "../store/postgres/target.js"
 import {
   DefaultMaxConnections,
@@ -17,6 +17,8 @@ import {
   isPgUrl,
   pgTarget
 } from "../store/postgres/target.js"
+import { pgTaskStoreLayer } from "../store/postgres/layer.js"
+import { fileTaskStoreLayer } from "../store/file/layer.js"
 
 /** An environment variable that is set and not empty (read through Effect's Config). */
 export const nonEmptyEnv = (name: string) =>
@@ -154,7 +156,7 @@ export const storeLayer = (args: StoreArgs) =>
       (
         chosen
       ): Layer.Layer<TaskStore, StorageError | InvalidInput, Host | FileSystem.FileSystem | Path.Path> =>
-        chosen._tag === "file" ? TaskStore.layer({ root: chosen.root }) : TaskStore.layerPg(chosen.options)
+        chosen._tag === "file" ? fileTaskStoreLayer({ root: chosen.root }) : pgTaskStoreLayer(chosen.options)
     )
   )
 

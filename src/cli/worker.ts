@@ -5,7 +5,6 @@ import { MaxWorkerIdLength } from "../domain/worker.js"
 import type { RetryPolicy } from "../domain/Task.js"
 import { DefaultRetryPolicy } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
-import { Provider } from "../services/Provider.js"
 import { DefaultCancelPollMillis } from "../worker/attempt.js"
 import { WorkerOutput } from "../worker/events.js"
 import { DefaultLeaseMillis, runPass } from "../worker/pass.js"
@@ -20,6 +19,7 @@ import { duration, resolveRoot, storeLayer, storeOptions, integerBetween } from 
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
 import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
+import { providersLayer } from "../providers/layer.js"
 
 const workerId = Options.text("worker-id").pipe(
   Options.mapEffect((text) =>
@@ -115,7 +115,7 @@ export const providerLayer = (args: ProviderArgs & { readonly root: Option.Optio
   Layer.unwrapEffect(
     Effect.gen(function* () {
       const settings = yield* resolveProviderSettings(args, yield* resolveRoot(args.root))
-      return Provider.layer(settings)
+      return providersLayer(settings)
     })
   )
 

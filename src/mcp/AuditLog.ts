@@ -8,6 +8,7 @@ import { Host } from "../services/Host.js"
 import { tempName } from "../store/file/layout.js"
 import { checkRoot } from "../store/file/trust.js"
 import { Lock, lockTimeoutAsStorageError } from "../services/Lock.js"
+import { fileLockLayer } from "../store/file/FileLock.js"
 import { appendEntry, readEntries, rewriteEntries } from "./auditFiles.js"
 import { redact, redactMessage } from "./redact.js"
 
@@ -102,7 +103,7 @@ export class AuditLog extends Context.Tag("relaykeep/AuditLog")<
             )
         })
       })
-    ).pipe(Layer.provide(Lock.layer(`${dir.replace(/\/+$/, "")}/locks`)))
+    ).pipe(Layer.provide(fileLockLayer(`${dir.replace(/\/+$/, "")}/locks`)))
 
   static readonly layerMemory = Layer.effect(
     AuditLog,

@@ -1,10 +1,9 @@
-import type { FileSystem, Path } from "@effect/platform"
 import type { Scope } from "effect"
 import { Clock, Context, Duration, Effect, Layer, Option, SynchronizedRef } from "effect"
 import { LockTimeout, StorageError } from "../domain/errors.js"
-import type { FileLockSettings } from "../store/file/FileLock.js"
-import { DefaultWaitMillis, makeFileLock } from "../store/file/FileLock.js"
-import type { Host } from "./Host.js"
+
+/** How long a taker waits by default. Generous: under heavy load many processes may queue for one task's lock. */
+export const DefaultWaitMillis = 30_000
 
 export interface LockOptions {
   /** How long to wait for a lock held by a live holder before failing with LockTimeout. */
@@ -19,6 +18,8 @@ export interface LockOptions {
  * Locks guard short read-modify-write sections (milliseconds). A holder that dies, or that
  * holds a lock past its time-to-live, loses it to the next taker; exclusion against a holder
  * that is merely paused for longer than that is the job of the fencing tokens in task leases.
+ *
+ * Live layer: `fileLockLayer(directory)` in src/store/file/FileLock.ts (lock files).
  */
 export class Lock extends Context.Tag("relaykeep/Lock")<
   Lock,
@@ -36,13 +37,6 @@ export class Lock extends Context.Tag("relaykeep/Lock")<
     ) => Effect.Effect<A, E | LockTimeout | StorageError, R>
   }
 >() {
-  /** Lock files in `directory` (see docs/file-store.md for the protocol). */
-  static readonly layer = (
-    directory: string,
-    settings?: FileLockSettings
-  ): Layer.Layer<Lock, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
-    Layer.effect(Lock, makeFileLock(directory, settings ?? {}))
-
   /** Locks within one process, for tests and in-memory stores. */
   static readonly layerMemory = Layer.effect(
     Lock,

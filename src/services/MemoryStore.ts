@@ -12,6 +12,7 @@ import { appendMemories, loadMemoryFile, lockKeyFor, planImport } from "../store
 import type { ImportReport } from "../store/memoryFile.js"
 import type { Host } from "./Host.js"
 import { Lock, lockTimeoutAsStorageError } from "./Lock.js"
+import { fileLockLayer } from "../store/file/FileLock.js"
 
 /**
  * A small knowledge file: one JSON record per line. Read-only to its MCP server; records are
@@ -115,7 +116,7 @@ export class MemoryStore extends Context.Tag("relaykeep/MemoryStore")<
           )
         })
       })
-    ).pipe(Layer.provide(Lock.layer(dirnameOf(file))))
+    ).pipe(Layer.provide(fileLockLayer(dirnameOf(file))))
 }
 
 /** Work per step of a scan, in characters' worth (memoryScan.ts): well under a millisecond. */

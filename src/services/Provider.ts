@@ -11,14 +11,6 @@ import type {
 import type { AttemptReceipt } from "../domain/provider.js"
 import type { TaskId } from "../domain/ids.js"
 import type { JsonObject } from "../domain/Task.js"
-import { makeClaudeProvider } from "../providers/claude.js"
-import { makeCodexProvider } from "../providers/codex.js"
-import { echoProvider } from "../providers/echo.js"
-import { makeOllamaProvider } from "../providers/ollama.js"
-import { makeOpenAiProvider } from "../providers/openai.js"
-import type { ProviderSettings } from "../providers/settings.js"
-import type { ProviderDefinition } from "../providers/registry.js"
-import { makeRegistry } from "../providers/registry.js"
 
 /** What a provider is asked to do: one attempt of one task. */
 export interface ProviderTask {
@@ -53,7 +45,11 @@ export type ProviderError =
   | OutputTooLarge
   | ModelMismatch
 
-/** Runs one attempt of a task, chosen by the payload's `provider` key. */
+/**
+ * Runs one attempt of a task, chosen by the payload's `provider` key. Live layers beside the
+ * providers (src/providers/layer.ts): `providersLayer(settings)`, `echoProviderLayer`,
+ * `providerRegistryLayer(definitions)`.
+ */
 export class Provider extends Context.Tag("relaykeep/Provider")<
   Provider,
   {
@@ -61,34 +57,6 @@ export class Provider extends Context.Tag("relaykeep/Provider")<
     readonly run: (task: ProviderTask) => Effect.Effect<ProviderResult, ProviderError>
   }
 >() {
-  /**
-   * Every provider: echo for payloads without a `provider` key, and claude, codex, ollama and
-   * openai, configured by the worker's settings (which no payload can change).
-   */
-  static readonly layer = (settings: ProviderSettings) =>
-    Layer.effect(
-      Provider,
-      Effect.gen(function* () {
-        return makeRegistry([
-          echoProvider,
-          yield* makeClaudeProvider(settings),
-          yield* makeCodexProvider(settings),
-          yield* makeOllamaProvider(settings),
-          yield* makeOpenAiProvider(settings)
-        ])
-      })
-    )
-
-  /** Only the echo provider: for the demo and for queues that need no model. */
-  static readonly layerEcho = Layer.succeed(Provider, makeRegistry([echoProvider]))
-
-  /** The in-memory provider (echo only): no process, no network. */
-  static readonly layerMemory = Provider.layerEcho
-
-  /** A registry of the given providers, for tests and library users. */
-  static readonly layerWith = (providers: ReadonlyArray<ProviderDefinition>) =>
-    Layer.succeed(Provider, makeRegistry(providers))
-
   /** One handler for every task, whatever its payload: for tests that script outcomes. */
   static readonly layerTest = (run: (task: ProviderTask) => Effect.Effect<ProviderResult, ProviderError>) =>
     Layer.succeed(Provider, Provider.of({ names: ["test"], run: (task) => Effect.suspend(() => run(task)) }))

@@ -1,6 +1,5 @@
-import type { FileSystem, Path } from "@effect/platform"
-import { Context, Effect, Layer } from "effect"
-import type { Option, Stream } from "effect"
+import { Context } from "effect"
+import type { Effect, Option, Stream } from "effect"
 import type {
   ConflictError,
   HashMismatch,
@@ -14,14 +13,6 @@ import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
 import type { OrphanReason } from "../domain/transitions.js"
 import type { WorkerPresence } from "../domain/worker.js"
-import type { FileStoreOptions } from "../store/file/FileTaskStore.js"
-import { makeFileTaskStore } from "../store/file/FileTaskStore.js"
-import type { MemoryStoreOptions } from "../store/memory/MemoryTaskStore.js"
-import { makeMemoryTaskStore } from "../store/memory/MemoryTaskStore.js"
-import type { PgStoreOptions } from "../store/postgres/target.js"
-import { pgTarget } from "../store/postgres/target.js"
-import type { Host } from "./Host.js"
-import { Lock } from "./Lock.js"
 import type {
   CancelOutcome,
   InvalidRecordReport,
@@ -176,6 +167,8 @@ export type OutcomeError = StaleAttempt | UnknownTask | InvalidRecord | StorageE
  * The durable queue. Implementations: the file store (default, embedded), the memory store,
  * and PostgreSQL. All of them apply the pure transitions of `domain/transitions.ts`, so they
  * share one meaning of every operation; `test/contract/` holds the suite each must pass.
+ * Their layers live beside them: `fileTaskStoreLayer` (store/file/layer.ts),
+ * `memoryTaskStoreLayer` (store/memory/layer.ts) and `pgTaskStoreLayer` (store/postgres/layer.ts).
  */
 export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
   TaskStore,
@@ -302,39 +295,6 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
     /** The watching workers and their heartbeats. */
     readonly workers: WorkerRegistry
   }
->() {
-  /** The file store under `options.root`, with its own lock directory. The default. */
-  static readonly layer = (
-    options: FileStoreOptions
-  ): Layer.Layer<TaskStore, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
-    Layer.effect(TaskStore, makeFileTaskStore(options)).pipe(
-      Layer.provide(Lock.layer(`${options.root.replace(/\/+$/, "")}/locks`))
-    )
-
-  /**
-   * PostgreSQL: one queue (`options.queue`) in one schema of a database that many clients and
-   * workers share. Connects and migrates on the first operation; fails at once, changing
-   * nothing, when the options do not validate. Its driver is loaded only when it is used, so
-   * the default file store starts as fast as before.
-   */
-  static readonly layerPg = (options: PgStoreOptions): Layer.Layer<TaskStore, InvalidInput, Host> =>
-    Layer.scoped(
-      TaskStore,
-      Effect.gen(function* () {
-        const target = yield* pgTarget(options)
-        const { makePgTaskStore } = yield* Effect.promise(() => import("../store/postgres/PgTaskStore.js"))
-        return yield* makePgTaskStore({
-          target,
-          maxConnections: options.maxConnections,
-          connectTimeoutMillis: options.connectTimeoutMillis,
-          maxPayloadBytes: options.maxPayloadBytes
-        })
-      })
-    )
-
-  /** A store that lives as long as the layer: tests, and library users who want no disk. */
-  static readonly layerMemory = (options?: MemoryStoreOptions): Layer.Layer<TaskStore, never, Host> =>
-    Layer.effect(TaskStore, makeMemoryTaskStore(options))
-}
+>() {}
 
 export type TaskStoreShape = Context.Tag.Service<TaskStore>

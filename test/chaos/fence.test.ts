@@ -50,6 +50,8 @@ import {
   waitUntil,
   within
 } from "./support-fence.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 const here = { pid: 100, hostname: "here", bootId: "boot-1" }
 /** Two attempts, one second apart at most: a reaped attempt 1 leaves room for attempt 2. */
@@ -57,12 +59,12 @@ const twoAttempts: RetryPolicy = { max_attempts: 2, backoff_initial_ms: 1_000, b
 
 type StoreLayer = Layer.Layer<TaskStore | Host, unknown, Scope.Scope>
 const storeKinds: ReadonlyArray<{ readonly name: string; readonly layer: StoreLayer }> = [
-  { name: "memory", layer: TaskStore.layerMemory().pipe(Layer.provideMerge(Host.layerTest(here))) },
+  { name: "memory", layer: memoryTaskStoreLayer().pipe(Layer.provideMerge(Host.layerTest(here))) },
   {
     name: "file",
     layer: Layer.unwrapScoped(
       Effect.map(tempDir, (root) =>
-        TaskStore.layer({ root }).pipe(
+        fileTaskStoreLayer({ root }).pipe(
           Layer.provideMerge(Host.layerTest(here)),
           Layer.provide(NodeContext.layer)
         )
@@ -385,7 +387,7 @@ describe("rescue against completion, hammered on the file store (11)", () => {
         Effect.provide(
           Layer.unwrapScoped(
             Effect.map(tempDir, (root) =>
-              TaskStore.layer({ root }).pipe(
+              fileTaskStoreLayer({ root }).pipe(
                 Layer.provideMerge(Host.layerTest(here)),
                 Layer.provide(NodeContext.layer)
               )

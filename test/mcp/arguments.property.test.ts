@@ -15,10 +15,11 @@ import { taskTools } from "../../src/mcp/tasks/tools.js"
 import type { Tool } from "../../src/mcp/Tool.js"
 import { Host } from "../../src/services/Host.js"
 import { MemoryStore } from "../../src/services/MemoryStore.js"
-import { TaskStore } from "../../src/services/TaskStore.js"
+import type { TaskStore } from "../../src/services/TaskStore.js"
 import { tempDir } from "../support/stores.js"
 import type { Call, Field, Server } from "./toolArguments.js"
 import { anyCall, tools } from "./toolArguments.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 const servers = { tasks: toolMap(taskTools), memory: toolMap(memoryTools) }
 const serverName = (server: Server) => `relaykeep-${server}`
@@ -107,7 +108,7 @@ describe("malformed arguments to every tool", () => {
   // should still say what is wrong: that arguments are an object, or which fields the tool takes.
   const unreachable = Effect.dieMessage("a handler ran for invalid arguments")
   const unreachableStores = Layer.mergeAll(
-    TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({}))),
+    memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({}))),
     Layer.succeed(
       MemoryStore,
       MemoryStore.of({ search: () => unreachable, read: () => unreachable, importFile: () => unreachable })
@@ -147,7 +148,7 @@ describe("malformed arguments to every tool", () => {
         yield* fs.writeFileString(store, MemoryLines.map((line) => `${JSON.stringify(line)}\n`).join(""))
         const layer = Layer.mergeAll(
           AuditLog.layerMemory,
-          TaskStore.layerMemory(),
+          memoryTaskStoreLayer(),
           MemoryStore.layer(store)
         ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
         yield* Effect.gen(function* () {

@@ -12,9 +12,10 @@ import { describeTool } from "../../src/mcp/server.js"
 import { taskTools } from "../../src/mcp/tasks/tools.js"
 import { Host } from "../../src/services/Host.js"
 import { MemoryStore } from "../../src/services/MemoryStore.js"
-import { TaskStore } from "../../src/services/TaskStore.js"
+import type { TaskStore } from "../../src/services/TaskStore.js"
 import type { Tool } from "../../src/mcp/Tool.js"
 import { callAudited, textOf } from "./inProcess.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 type Stores = TaskStore | MemoryStore
 const toolsOf: Record<"tasks" | "memory", ReadonlyArray<Tool<Stores>>> = {
@@ -27,7 +28,7 @@ const memory = toolMap(toolsOf.memory)
 const unreachable = Effect.dieMessage("a handler ran for invalid arguments")
 const stores = Layer.mergeAll(
   AuditLog.layerMemory,
-  TaskStore.layerMemory({ maxPayloadBytes: 64 }).pipe(Layer.provide(Host.layerTest({}))),
+  memoryTaskStoreLayer({ maxPayloadBytes: 64 }).pipe(Layer.provide(Host.layerTest({}))),
   Layer.succeed(
     MemoryStore,
     MemoryStore.of({ search: () => unreachable, read: () => unreachable, importFile: () => unreachable })

@@ -13,8 +13,8 @@ import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
 import { redact } from "../../src/mcp/redact.js"
 import { taskTools } from "../../src/mcp/tasks/tools.js"
 import { Host } from "../../src/services/Host.js"
-import { TaskStore } from "../../src/services/TaskStore.js"
 import { tempDir } from "../support/stores.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 type Shape =
   | { readonly kind: "leaf"; readonly marker: boolean; readonly scalar: number | boolean | null }
@@ -179,7 +179,7 @@ const everyByteUnder = (dir: string) =>
 const auditedTasks = Effect.gen(function* () {
   const path = yield* Path.Path
   const dir = path.join(yield* tempDir, "audit")
-  const layer = Layer.mergeAll(AuditLog.layer(dir), TaskStore.layerMemory()).pipe(
+  const layer = Layer.mergeAll(AuditLog.layer(dir), memoryTaskStoreLayer()).pipe(
     Layer.provide(Host.layerTest({})),
     Layer.provide(NodeContext.layer)
   )

@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { Host } from "../../src/services/Host.js"
 import { Lock } from "../../src/services/Lock.js"
+import { fileLockLayer } from "../../src/store/file/FileLock.js"
 import { lockContract } from "../contract/Lock.contract.js"
 import { fileLockAt, listNames, lockJson, readLock, token, writeText } from "../support/locks.js"
 import { buildService, tempDir } from "../support/stores.js"
@@ -130,7 +131,7 @@ describe("file lock on disk", () => {
         const file = path.join(dir, "task-1")
         const reached = yield* Deferred.make<void>()
         const gate = yield* Deferred.make<void>()
-        const stalling = Lock.layer(dir, { ttlMillis: 300 }).pipe(
+        const stalling = fileLockLayer(dir, { ttlMillis: 300 }).pipe(
           Layer.provide(Host.layerTest(hostA)),
           Layer.provide(stallingRemoveOf(file, reached, gate)),
           Layer.provide(NodePath.layer)

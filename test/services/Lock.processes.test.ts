@@ -13,11 +13,12 @@ import { Array as Arr, Clock, Effect, Fiber, Layer, Schema, Stream } from "effec
 import { fileURLToPath } from "node:url"
 import { Host } from "../../src/services/Host.js"
 import { Lock } from "../../src/services/Lock.js"
+import { fileLockLayer } from "../../src/store/file/FileLock.js"
 import { lockJson, token, writeText } from "../support/locks.js"
 import { buildService } from "../support/stores.js"
 
 const hammer = fileURLToPath(new URL("../../fixtures/lock-hammer.mjs", import.meta.url))
-const builtLock = fileURLToPath(new URL("../../dist/services/Lock.js", import.meta.url))
+const builtLock = fileURLToPath(new URL("../../dist/store/file/FileLock.js", import.meta.url))
 const Processes = 8
 const Iterations = 25
 const TestTimeoutMillis = 180_000
@@ -133,7 +134,7 @@ const breakingRace = (scenario: Scenario) =>
     // by the next taker, and then nothing at all is left.
     const lock = yield* buildService(
       Lock,
-      Lock.layer(lockDir).pipe(Layer.provide(Layer.succeed(Host, host)), Layer.provide(NodeContext.layer))
+      fileLockLayer(lockDir).pipe(Layer.provide(Layer.succeed(Host, host)), Layer.provide(NodeContext.layer))
     )
     yield* lock.withLock("task-1", Effect.void, { waitMillis: 5_000 })
     assert.deepStrictEqual(yield* fs.readDirectory(lockDir), [], "no lock, guard or temp file is left")

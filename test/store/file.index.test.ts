@@ -9,6 +9,7 @@ import { ClientRequestId } from "../../src/domain/ids.js"
 import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const mode = (path: string) => statSync(path).mode & 0o777
@@ -30,7 +31,7 @@ const countingStore = (root: string) =>
     ).pipe(Layer.provide(NodeContext.layer))
     const store = yield* buildService(
       TaskStore,
-      TaskStore.layer({ root }).pipe(
+      fileTaskStoreLayer({ root }).pipe(
         Layer.provide(Host.layerTest({})),
         Layer.provide(Layer.merge(NodeContext.layer, counting))
       )

@@ -18,6 +18,7 @@ import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { pgAvailable, pgQuery, pgStoreAt, pgUrl, scopedSchema } from "../support/pg.js"
 import { buildService } from "../support/stores.js"
+import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 /** What a test waited for and did not see. */
@@ -106,7 +107,7 @@ const storeVia = (proxy: Proxy, schema: string) => {
   url.port = String(proxy.port)
   return buildService(
     TaskStore,
-    TaskStore.layerPg({ url: Redacted.make(url.toString()), schema, connectTimeoutMillis: 5_000 }).pipe(
+    pgTaskStoreLayer({ url: Redacted.make(url.toString()), schema, connectTimeoutMillis: 5_000 }).pipe(
       Layer.provide(Host.layerTest({ hostname: "proxied" }))
     )
   ).pipe(Effect.tap((store) => store.check))

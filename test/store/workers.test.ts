@@ -14,6 +14,7 @@ import { workersOrLeases } from "../../src/worker/registry.js"
 import { pgAvailable, pgQuery, pgStoreAt, pgUrl, scopedSchema } from "../support/pg.js"
 import { presenceAt } from "../support/presence.js"
 import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
+import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
 
 describe("file store: workers/<instance>.json", () => {
   it.scopedLive("an entry is one whole JSON file, mode 0600, with no temp file left beside it", () =>
@@ -143,7 +144,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL: the workers table", () => {
         url.username = role
         const limited = yield* buildService(
           TaskStore,
-          TaskStore.layerPg({ url: Redacted.make(url.toString()), schema }).pipe(
+          pgTaskStoreLayer({ url: Redacted.make(url.toString()), schema }).pipe(
             Layer.provide(Host.layerTest({}))
           )
         )

@@ -18,8 +18,9 @@ import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import type { RequestOptions } from "./http.js"
 import { assertSecurityHeaders, request } from "./http.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
-const Setup = Layer.mergeAll(TaskStore.layerMemory(), AuditLog.layerMemory, NodeHttpClient.layer).pipe(
+const Setup = Layer.mergeAll(memoryTaskStoreLayer(), AuditLog.layerMemory, NodeHttpClient.layer).pipe(
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
   Layer.provideMerge(Host.layerTest({}))
 )

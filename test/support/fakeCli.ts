@@ -19,6 +19,8 @@ import { Provider } from "../../src/services/Provider.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { runPass } from "../../src/worker/pass.js"
 import { tempDir } from "./stores.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { providersLayer } from "../../src/providers/layer.js"
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const fakeClaude = path.join(repo, "fixtures", "bin", "fake-claude")
@@ -204,11 +206,11 @@ const platform = Layer.mergeAll(NodeContext.layer, NodeHttpClient.layer)
 
 /** Every provider, as a worker with these settings and this environment builds them. */
 export const providerLayer = (config: ProviderSettings, environment: Readonly<Record<string, string>> = {}) =>
-  Provider.layer(config).pipe(Layer.provide(Host.layerTest({ environment })), Layer.provide(platform))
+  providersLayer(config).pipe(Layer.provide(Host.layerTest({ environment })), Layer.provide(platform))
 
 /** A memory store and every provider: for tests that read what a worker pass records. */
 export const workerLayer = (config: ProviderSettings, environment: Readonly<Record<string, string>> = {}) =>
-  Layer.mergeAll(TaskStore.layerMemory(), Provider.layer(config)).pipe(
+  Layer.mergeAll(memoryTaskStoreLayer(), providersLayer(config)).pipe(
     Layer.provideMerge(Host.layerTest({ environment })),
     Layer.provide(platform)
   )

@@ -7,6 +7,7 @@ import { isoTime } from "../../src/domain/Task.js"
 import { Host } from "../../src/services/Host.js"
 import { Lock } from "../../src/services/Lock.js"
 import type { FileLockSettings } from "../../src/store/file/FileLock.js"
+import { fileLockLayer } from "../../src/store/file/FileLock.js"
 import { buildService } from "./stores.js"
 import type { HostOptions } from "./stores.js"
 
@@ -18,7 +19,7 @@ export const memoryLock = buildService(Lock, Lock.layerMemory)
 export const fileLockAt = (directory: string, host: HostOptions = {}, settings: FileLockSettings = {}) =>
   buildService(
     Lock,
-    Lock.layer(directory, settings).pipe(
+    fileLockLayer(directory, settings).pipe(
       Layer.provide(Host.layerTest(host)),
       Layer.provide(NodeContext.layer)
     )

@@ -12,6 +12,7 @@ import { TaskStore } from "../../src/services/TaskStore.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
 import { buildService } from "./stores.js"
 import type { HostOptions } from "./stores.js"
+import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
 
 export const pgUrl: string | undefined = process.env["RELAYKEEP_TEST_PG_URL"] || undefined
 
@@ -52,7 +53,7 @@ export const pgStoreAt = (schema: string, host: HostOptions = {}, queue?: string
   Effect.tap(
     buildService(
       TaskStore,
-      TaskStore.layerPg({ url: Redacted.make(requireUrl()), schema, queue }).pipe(
+      pgTaskStoreLayer({ url: Redacted.make(requireUrl()), schema, queue }).pipe(
         Layer.provide(Host.layerTest(host))
       )
     ),

@@ -11,6 +11,8 @@ import { TaskStore } from "../../src/services/TaskStore.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
 import * as FaultyFileSystem from "./FaultyFileSystem.js"
 import { FaultPlan } from "./FaultyFileSystem.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 
 export type HostOptions = Parameters<typeof Host.layerTest>[0]
 
@@ -19,7 +21,7 @@ export const buildService = <I, S, E>(tag: Context.Tag<I, S>, layer: Layer.Layer
   Effect.map(Layer.build(layer), (context) => Context.get(context, tag))
 
 export const memoryStore = (host: HostOptions = {}): Effect.Effect<TaskStoreShape, never, Scope.Scope> =>
-  buildService(TaskStore, TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest(host))))
+  buildService(TaskStore, memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest(host))))
 
 /**
  * The store opens its root on its first operation (layout, reboot reconciliation, temp sweep,
@@ -32,7 +34,7 @@ export const fileStoreAt = (root: string, host: HostOptions = {}) =>
   opened(
     buildService(
       TaskStore,
-      TaskStore.layer({ root }).pipe(Layer.provide(Host.layerTest(host)), Layer.provide(NodeContext.layer))
+      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layerTest(host)), Layer.provide(NodeContext.layer))
     )
   )
 
@@ -44,7 +46,7 @@ export const hostFileStoreAt = (root: string) =>
   opened(
     buildService(
       TaskStore,
-      TaskStore.layer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
     )
   )
 
@@ -80,7 +82,7 @@ export const fileStoreOn = <E>(
   opened(
     buildService(
       TaskStore,
-      TaskStore.layer({ root }).pipe(
+      fileTaskStoreLayer({ root }).pipe(
         Layer.provide(Host.layerTest(host)),
         Layer.provide(NodePath.layer),
         Layer.provide(fileSystem)

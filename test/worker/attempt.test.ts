@@ -28,6 +28,7 @@ import { isRetryable, runAttempt, taskErrorOf } from "../../src/worker/attempt.j
 import { reapOrphans } from "../../src/worker/reap.js"
 import { tempFiles } from "../support/restart.js"
 import { faultyFileStoreAt, tempDir } from "../support/stores.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 const here = { pid: 100, hostname: "here", bootId: "boot-1" }
 const leaseMillis = 60_000
@@ -53,7 +54,7 @@ const world = (run: Run, log?: Ref.Ref<ReadonlyArray<string>>) => {
         release: (taskId, lease) => Effect.zipRight(note("release"), inner.release(taskId, lease))
       })
     )
-  ).pipe(Layer.provide(TaskStore.layerMemory()))
+  ).pipe(Layer.provide(memoryTaskStoreLayer()))
   return Layer.mergeAll(store, Provider.layerTest(run)).pipe(Layer.provideMerge(Host.layerTest(here)))
 }
 

@@ -7,11 +7,13 @@ import { Provider } from "../../src/services/Provider.js"
 import type { ProviderTask } from "../../src/services/Provider.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { runPass } from "../../src/worker/pass.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { echoProviderLayer } from "../../src/providers/layer.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const here = { pid: 100, hostname: "here", bootId: "boot-1", alive: new Set([100, 200]) }
-const layers = (provider: Layer.Layer<Provider> = Provider.layerEcho) =>
-  Layer.mergeAll(TaskStore.layerMemory(), provider).pipe(Layer.provideMerge(Host.layerTest(here)))
+const layers = (provider: Layer.Layer<Provider> = echoProviderLayer) =>
+  Layer.mergeAll(memoryTaskStoreLayer(), provider).pipe(Layer.provideMerge(Host.layerTest(here)))
 const pass = runPass({ workerId: "test-worker", leaseMillis: 60_000 })
 
 describe("worker pass", () => {
@@ -120,8 +122,8 @@ describe("worker pass", () => {
     }).pipe(
       Effect.provide(
         Layer.mergeAll(
-          TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ ...here, pid: 300 }))),
-          Provider.layerEcho,
+          memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({ ...here, pid: 300 }))),
+          echoProviderLayer,
           Host.layerTest({ ...here, pid: 999, alive: new Set([999]) })
         )
       )
@@ -143,8 +145,8 @@ describe("worker pass", () => {
     }).pipe(
       Effect.provide(
         Layer.mergeAll(
-          TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ ...here, bootId: "boot-0" }))),
-          Provider.layerEcho,
+          memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({ ...here, bootId: "boot-0" }))),
+          echoProviderLayer,
           Host.layerTest(here)
         )
       )

@@ -16,6 +16,7 @@ import { TaskStore } from "../../src/services/TaskStore.js"
 import { reapOrphans } from "../../src/worker/reap.js"
 import type { Sandbox } from "../support/fakeCli.js"
 import { fakeCodex, isRunning, sandbox } from "../support/fakeCli.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 /** A process group of its own (a node that sleeps), with `env`; killed when the scope closes. */
 const group = (env: Readonly<Record<string, string>>) =>
@@ -43,7 +44,7 @@ const group = (env: Readonly<Record<string, string>>) =>
 
 /** The store's worker (pid 300) is dead for the reaper (pid 999), on the same host. */
 const layers = Layer.mergeAll(
-  TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({ pid: 300, hostname: "here" }))),
+  memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({ pid: 300, hostname: "here" }))),
   Host.layerTest({ pid: 999, hostname: "here" })
 )
 

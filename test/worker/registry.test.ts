@@ -11,6 +11,7 @@ import * as Transitions from "../../src/domain/transitions.js"
 import type { WorkerPresence } from "../../src/domain/worker.js"
 import { presenceAt } from "../support/presence.js"
 import { currentWorkers, workersOrLeases, workersView } from "../../src/worker/registry.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 const Minute = 60_000
 const now = 10 * 60 * Minute
@@ -131,7 +132,7 @@ describe("workersOrLeases", () => {
     Effect.gen(function* () {
       const memory = yield* Effect.provide(
         TaskStore,
-        TaskStore.layerMemory().pipe(Layer.provide(Host.layerTest({})))
+        memoryTaskStoreLayer().pipe(Layer.provide(Host.layerTest({})))
       )
       const refused = new StorageError({
         operation: "list the workers of",

@@ -41,6 +41,7 @@ import type { LogFormat, WorkerStatus } from "../../src/worker/events.js"
 import { describeEvent, describeStatus, WorkerOutput } from "../../src/worker/events.js"
 import type { WatchOptions, WatchSummary } from "../../src/worker/watch.js"
 import { runWatch } from "../../src/worker/watch.js"
+import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
 type HostOptions = Parameters<typeof Host.layerTest>[0]
 type Run = (task: ProviderTask) => Effect.Effect<ProviderResult, ProviderError>
@@ -226,7 +227,7 @@ const makeWorld = (options: WorldOptions = {}) =>
     })
     const context = yield* Layer.build(
       Layer.mergeAll(
-        TaskStore.layerMemory().pipe(
+        memoryTaskStoreLayer().pipe(
           Layer.provide(Host.layerTest(options.storeHost ?? host)),
           Layer.map((built) => {
             const inner = Context.get(built, TaskStore)

@@ -18,11 +18,12 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { Clock, Duration, Effect, Option, Random, Ref, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Random, Ref, Schema } from "effect"
 import { sha256Hex } from "../../domain/canonical.js"
 import { LockTimeout, StorageError } from "../../domain/errors.js"
 import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
 import { Host } from "../../services/Host.js"
+import { DefaultWaitMillis, Lock } from "../../services/Lock.js"
 import { tempName } from "./layout.js"
 import { createComplete, ensureDirectory, fromUtf8, readIfExists, removeIfExists, utf8 } from "./durable.js"
 
@@ -46,8 +47,6 @@ export interface FileLockSettings {
   readonly waitMillis?: number
 }
 
-/** Generous: under heavy load many processes may queue for one task's lock. */
-export const DefaultWaitMillis = 30_000
 const MaxPauseMillis = 50
 const DefaultTtlMillis = 30_000
 const GuardTtlMillis = 10_000
@@ -217,3 +216,10 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
       ) => Effect.scoped(Effect.zipRight(acquire(key, options), body))
     }
   })
+
+/** The Lock port over lock files in `directory` (the protocol above; docs/file-store.md). */
+export const fileLockLayer = (
+  directory: string,
+  settings?: FileLockSettings
+): Layer.Layer<Lock, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
+  Layer.effect(Lock, makeFileLock(directory, settings ?? {}))
