@@ -69,7 +69,8 @@ const NotYetMoved = new Set([
   "src/services/MemoryStore.ts imports src/store/file/FileLock.js",
   "src/dashboard/routes.ts imports src/cli/audit.js",
   "src/dashboard/routes.ts imports src/cli/providerOptions.js",
-  "src/dashboard/routes.ts imports src/mcp/AuditLog.js"
+  "src/dashboard/routes.ts imports src/mcp/AuditLog.js",
+  "src/dashboard/errors.ts imports src/mcp/redact.js"
 ])
 
 const show = (found: ReadonlyArray<Crossing>) =>

@@ -32,7 +32,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           )
           assert.deepStrictEqual(
             migrations.map((row) => row.migration_id),
-            [1, 2],
+            [1, 2, 3],
             "each version recorded exactly once"
           )
           const queues = yield* Effect.promise(() => pgQuery(`SELECT name FROM "${schema}".queues`))
@@ -56,9 +56,13 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         const schema = yield* scopedSchema
         const old = yield* pgStoreAt(schema)
         const receipt = yield* old.submit({ clientRequestId: id("from-v1"), payload: { n: 1 } })
-        // What version 1 looked like: no workers table, one migration recorded.
+        // What version 1 looked like: no workers table, no provider column, one migration recorded.
         yield* Effect.promise(() =>
-          pgQuery(`DROP TABLE "${schema}".workers; DELETE FROM "${schema}".migrations WHERE migration_id = 2`)
+          pgQuery(
+            `DROP TABLE "${schema}".workers; DROP INDEX "${schema}".tasks_ready; DROP INDEX "${schema}".tasks_waiting;
+             ALTER TABLE "${schema}".tasks DROP COLUMN provider;
+             DELETE FROM "${schema}".migrations WHERE migration_id >= 2`
+          )
         )
         const upgraded = yield* pgStoreAt(schema, { hostname: "next", pid: 200 })
         const view = yield* upgraded.read(receipt.task_id, receipt.payload_sha256)
@@ -70,7 +74,13 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         )
         assert.deepStrictEqual(
           versions.map((row) => row.migration_id),
-          [1, 2]
+          [1, 2, 3]
+        )
+        // Migration 3 filled in the provider of the task it found queued, so claims find it.
+        const claimed = yield* upgraded.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 5 })
+        assert.deepStrictEqual(
+          claimed.claimed.map((c) => c.record.task_id),
+          [receipt.task_id]
         )
         assert.deepStrictEqual(yield* upgraded.workers.list, [])
       })
@@ -97,7 +107,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
       )
       assert.deepStrictEqual(
         versions.map((row) => row.migration_id),
-        [1, 2, 999]
+        [1, 2, 3, 999]
       )
       const rows = yield* Effect.promise(() =>
         pgQuery(`SELECT task_id FROM "${schema}".tasks WHERE task_id = $1`, [receipt.task_id])

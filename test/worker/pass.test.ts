@@ -48,7 +48,7 @@ describe("worker pass", () => {
       const failed = yield* store.read(claude.task_id, claude.payload_sha256)
       assert.strictEqual(failed.state, "failed")
       assert.strictEqual(failed.error?.tag, "UnknownProvider")
-      assert.match(failed.error?.message ?? "", /no provider "nope"/)
+      assert.match(failed.error?.message ?? "", /names no provider of this worker/)
       assert.strictEqual((yield* store.read(echo.task_id, echo.payload_sha256)).state, "complete")
     }).pipe(Effect.provide(layers()))
   )
