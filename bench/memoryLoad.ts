@@ -8,7 +8,7 @@
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer, ManagedRuntime } from "effect"
-import { Host, MemoryStore } from "../src/index.js"
+import { Host, MemoryStore, memoryStoreLayer } from "../src/index.js"
 
 const store = process.argv[2]
 if (store === undefined || gc === undefined) {
@@ -24,7 +24,7 @@ const usage = () => {
 }
 
 const runtime = ManagedRuntime.make(
-  MemoryStore.layer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+  memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
 )
 const memory = await runtime.runPromise(MemoryStore)
 const before = usage()

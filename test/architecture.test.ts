@@ -65,8 +65,6 @@ const crossings = (from: ReadonlyArray<string>, forbidden: ReadonlyArray<string>
  * each removed here as it goes. The list only shrinks.
  */
 const NotYetMoved = new Set([
-  "src/services/MemoryStore.ts imports src/store/memoryFile.js",
-  "src/services/MemoryStore.ts imports src/store/file/FileLock.js",
   "src/dashboard/routes.ts imports src/cli/audit.js",
   "src/dashboard/routes.ts imports src/cli/providerOptions.js",
   "src/dashboard/routes.ts imports src/mcp/AuditLog.js",

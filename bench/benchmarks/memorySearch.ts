@@ -4,6 +4,7 @@
  * store is built as users build one, with `relaykeep memory import`; it is loaded on the first
  * search (not measured), and each later search checks the file is unchanged, as always.
  */
+import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer, ManagedRuntime, Schema } from "effect"
 import { statSync, writeFileSync } from "node:fs"
@@ -59,7 +60,7 @@ export const memorySearch: Benchmark = {
     )
 
     const runtime = ManagedRuntime.make(
-      MemoryStore.layer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
     )
     const memory = await runtime.runPromise(MemoryStore)
     const loadStart = now()

@@ -1,3 +1,4 @@
+import { memoryStoreLayer } from "../store/memoryLayer.js"
 import { Command, Options } from "@effect/cli"
 import { Duration, Effect, Layer } from "effect"
 import { DefaultSearchTimeoutSeconds } from "../domain/memory.js"
@@ -23,7 +24,7 @@ const serve = Command.make("serve", { root, store, searchTimeout }, (args) =>
   )
 ).pipe(
   Command.withDescription("Serve the read-only relaykeep-memory MCP server on stdio (search, read)."),
-  Command.provide((args) => Layer.merge(MemoryStore.layer(args.store), auditLayer(args.root)))
+  Command.provide((args) => Layer.merge(memoryStoreLayer(args.store), auditLayer(args.root)))
 )
 
 const importCommand = Command.make("import", { store, fixture }, (args) =>
@@ -35,7 +36,7 @@ const importCommand = Command.make("import", { store, fixture }, (args) =>
   Command.withDescription(
     "Validate every row of --fixture, then append the new ones; any bad row rejects them all."
   ),
-  Command.provide((args) => MemoryStore.layer(args.store))
+  Command.provide((args) => memoryStoreLayer(args.store))
 )
 
 export const memory = Command.make("memory").pipe(

@@ -120,3 +120,10 @@ export const searchMemory = (
   query: string,
   limit: number
 ): ReadonlyArray<MemoryHit> => rankMemory(records, records.keys(), searchTerms(query), limit)
+
+/** What an import of memory records did: rows added, rows already there, records in all. */
+export interface MemoryImportReport {
+  readonly imported: number
+  readonly unchanged: number
+  readonly total: number
+}

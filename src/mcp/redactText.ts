@@ -1,5 +1,5 @@
 /**
- * Redaction inside text: any string value of audited arguments, any error message, any line
+ * Redaction inside text: every string value of audited arguments, every error message, every line
  * for stderr. Names alone cannot find a secret written into prose, so text is scrubbed for the
  * shapes secrets take there (SECURITY.md lists them):
  *

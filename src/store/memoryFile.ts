@@ -14,11 +14,7 @@ interface Deps {
   readonly store: string
 }
 
-export interface ImportReport {
-  readonly imported: number
-  readonly unchanged: number
-  readonly total: number
-}
+export type { MemoryImportReport as ImportReport } from "../domain/memory.js"
 
 /** A loaded store: its records, and its size in bytes. */
 export interface LoadedMemory {

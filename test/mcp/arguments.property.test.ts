@@ -3,6 +3,7 @@
  * answers (it never fails or dies); a malformed call is `InvalidArguments` naming the field (and
  * what it must be) or the unexpected key; and every call leaves exactly one audit entry.
  */
+import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import { FileSystem, Path } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
@@ -149,7 +150,7 @@ describe("malformed arguments to every tool", () => {
         const layer = Layer.mergeAll(
           AuditLog.layerMemory,
           memoryTaskStoreLayer(),
-          MemoryStore.layer(store)
+          memoryStoreLayer(store)
         ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
         yield* Effect.gen(function* () {
           for (const call of calls) {

@@ -3,6 +3,7 @@
  * timeout stops it part-way instead of waiting for its end. Real clock, real files; the search
  * is slow by construction (support/heavyMemory.ts), never timed against a threshold.
  */
+import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Layer, Option } from "effect"
@@ -18,7 +19,7 @@ const heavyStore = Effect.gen(function* () {
   writeFileSync(store, heavyRows().join("\n"))
   const memory = yield* buildService(
     MemoryStore,
-    MemoryStore.layer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+    memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
   )
   // Loaded (and indexed) before anything is compared.
   yield* memory.read("light")

@@ -1,4 +1,5 @@
 /** A memory-store append that fails half-way leaves the store as it was, readable. */
+import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { assert, describe, it } from "@effect/vitest"
@@ -33,7 +34,7 @@ describe("memory store appends under faults", () => {
         const context = yield* Layer.build(faultyFileSystem)
         const memory = yield* buildService(
           MemoryStore,
-          MemoryStore.layer(store).pipe(
+          memoryStoreLayer(store).pipe(
             Layer.provide(Host.layerTest({})),
             Layer.provide(NodePath.layer),
             Layer.provide(Layer.succeedContext(context))
@@ -46,7 +47,7 @@ describe("memory store appends under faults", () => {
         // And a fresh reader on the real file system still reads it.
         const reader = yield* buildService(
           MemoryStore,
-          MemoryStore.layer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+          memoryStoreLayer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
         )
         assert.deepStrictEqual(
           (yield* reader.search("note", 5)).map((hit) => hit.id),

@@ -4,6 +4,7 @@
  * of the store stay as they were; a store over its limits (written by hand) is reported
  * damaged, never loaded; a fixture that never ends costs no more than the limit to refuse.
  */
+import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -25,7 +26,7 @@ const setup = (seed: string | undefined) =>
     if (seed !== undefined) writeFileSync(store, seed)
     const memory = yield* buildService(
       MemoryStore,
-      MemoryStore.layer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+      memoryStoreLayer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
     )
     let fixtures = 0
     const importRows = (rows: ReadonlyArray<string>) => {
