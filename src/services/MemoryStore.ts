@@ -26,5 +26,4 @@ export class MemoryStore extends Context.Tag("relaykeep/MemoryStore")<
       fixture: string
     ) => Effect.Effect<MemoryImportReport, InvalidInput | InvalidRecord | StorageError>
   }
->() {
-}
+>() {}

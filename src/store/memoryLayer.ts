@@ -19,7 +19,7 @@ import { appendMemories, loadMemoryFile, lockKeyFor, planImport } from "./memory
 
 /** The store at `file`, locked through `<file>.lock`, reloaded whenever the file changes. */
 export const memoryStoreLayer = (
-file: string
+  file: string
 ): Layer.Layer<MemoryStore, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
   Layer.effect(
     MemoryStore,
@@ -65,9 +65,7 @@ file: string
        * way that has written) goes through the lock and waits for the import to finish.
        */
       const records = Effect.flatMap(stampOf, (stamp) =>
-        Effect.flatMap(cachedAt(stamp), (cached) =>
-          cached === undefined ? reload : Effect.succeed(cached)
-        )
+        Effect.flatMap(cachedAt(stamp), (cached) => (cached === undefined ? reload : Effect.succeed(cached)))
       )
       return MemoryStore.of({
         search: Effect.fn("MemoryStore.search")(function* (query: string, limit: number) {
