@@ -103,8 +103,7 @@ const Sizes: Record<string, number> = {
 export const parseSize = (value: string): Either.Either<number, string> => {
   const match = /^(\d+)\s*([a-z]*)$/i.exec(value.trim())
   const unit = Sizes[(match?.[2] ?? "").toLowerCase()]
-  if (match?.[1] === undefined || unit === undefined)
-    return Either.left("is not a size (try 8MiB)")
+  if (match?.[1] === undefined || unit === undefined) return Either.left("is not a size (try 8MiB)")
   const bytes = Number(match[1]) * unit
   return bytes > 0 ? Either.right(bytes) : Either.left("must be larger than zero")
 }

@@ -297,7 +297,8 @@ export const waitingTally = () => {
   return {
     meet: (record: TaskRecord) => {
       waiting += 1
-      if (record.not_before !== undefined && (next === null || record.not_before < next)) next = record.not_before
+      if (record.not_before !== undefined && (next === null || record.not_before < next))
+        next = record.not_before
     },
     result: () => ({ waiting, next_due_at: next })
   }

@@ -17,8 +17,9 @@ const next = (limit: number, more: Partial<ClaimNextRequest> = {}): ClaimNextReq
   limit,
   ...more
 })
-const idsOf = (batch: { readonly claimed: ReadonlyArray<{ readonly record: { readonly task_id: TaskId } }> }) =>
-  batch.claimed.map((claimed) => claimed.record.task_id)
+const idsOf = (batch: {
+  readonly claimed: ReadonlyArray<{ readonly record: { readonly task_id: TaskId } }>
+}) => batch.claimed.map((claimed) => claimed.record.task_id)
 
 export const claimNextContract = (
   name: string,
@@ -29,7 +30,11 @@ export const claimNextContract = (
       Effect.flatMap(makeStore(), body)
 
     /** Submit tasks one millisecond apart, in the order given. */
-    const submitAll = (store: TaskStoreShape, payloads: ReadonlyArray<Record<string, unknown>>, prefix = "t") =>
+    const submitAll = (
+      store: TaskStoreShape,
+      payloads: ReadonlyArray<Record<string, unknown>>,
+      prefix = "t"
+    ) =>
       Effect.forEach(payloads, (payload, index) =>
         Effect.zipLeft(
           Effect.map(store.submit({ clientRequestId: id(`${prefix}${index}`), payload }), (r) => r.task_id),
@@ -62,7 +67,10 @@ export const claimNextContract = (
           assert.strictEqual(view.state, "running")
           const claimedFirst = batch.claimed[0]
           if (claimedFirst === undefined) return assert.fail("nothing claimed")
-          assert.strictEqual(yield* store.complete(first.task_id, claimedFirst.lease, { ok: true }), "complete")
+          assert.strictEqual(
+            yield* store.complete(first.task_id, claimedFirst.lease, { ok: true }),
+            "complete"
+          )
           assert.deepStrictEqual(idsOf(yield* store.claimNext(next(10))), [])
         })
       )
@@ -145,13 +153,22 @@ export const claimNextContract = (
           ])
           assert.deepStrictEqual(idsOf(yield* store.claimNext(next(3, { room }))), [a1, a2, c1])
           assert.deepStrictEqual(
-            idsOf(yield* store.claimNext(next(5, { room: new Map([["a", 0], ["b", 0]]) }))),
+            idsOf(
+              yield* store.claimNext(
+                next(5, {
+                  room: new Map([
+                    ["a", 0],
+                    ["b", 0]
+                  ])
+                })
+              )
+            ),
             [c2]
           )
-          assert.deepStrictEqual(
-            idsOf(yield* store.claimNext(next(5, { room: new Map([["a", 1]]) }))),
-            [b1, a3]
-          )
+          assert.deepStrictEqual(idsOf(yield* store.claimNext(next(5, { room: new Map([["a", 1]]) }))), [
+            b1,
+            a3
+          ])
         })
       )
     )

@@ -119,19 +119,19 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       onBusy?: () => A
     ) => {
       const body = Effect.gen(function* () {
-          const record = yield* loadExisting(taskId)
-          const now = yield* Clock.currentTimeMillis
-          const [next, answer] = yield* step(record, now)
-          if (next) {
-            yield* save(next)
-            // The write is durable: the outcome stands. Markers are hints a pass repairs, so a
-            // failure to move one is logged rather than reported as a failed operation.
-            yield* alignMarkers(next).pipe(
-              Effect.catchAll((error) => Effect.logWarning(`index marker not updated: ${error.message}`))
-            )
-          }
-          return answer
-        })
+        const record = yield* loadExisting(taskId)
+        const now = yield* Clock.currentTimeMillis
+        const [next, answer] = yield* step(record, now)
+        if (next) {
+          yield* save(next)
+          // The write is durable: the outcome stands. Markers are hints a pass repairs, so a
+          // failure to move one is logged rather than reported as a failed operation.
+          yield* alignMarkers(next).pipe(
+            Effect.catchAll((error) => Effect.logWarning(`index marker not updated: ${error.message}`))
+          )
+        }
+        return answer
+      })
       return onBusy === undefined ? locked(taskId, body) : lockedUnlessBusy(taskId, body, onBusy)
     }
 
@@ -152,19 +152,19 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      */
     const repairMarker = (taskId: TaskId, marker: string, whenBusy?: "pass over") => {
       const body = Effect.gen(function* () {
-          const loaded = yield* load(taskId).pipe(
-            Effect.map(Option.getOrNull),
-            Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
-          )
-          if (loaded === "damaged") return Option.none<TaskRecord>()
-          if (loaded === null) {
-            yield* removeIfExists(fs, marker)
-            return Option.none<TaskRecord>()
-          }
-          yield* alignMarkers(loaded)
-          if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
-          return Option.some(loaded)
-        })
+        const loaded = yield* load(taskId).pipe(
+          Effect.map(Option.getOrNull),
+          Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
+        )
+        if (loaded === "damaged") return Option.none<TaskRecord>()
+        if (loaded === null) {
+          yield* removeIfExists(fs, marker)
+          return Option.none<TaskRecord>()
+        }
+        yield* alignMarkers(loaded)
+        if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
+        return Option.some(loaded)
+      })
       // Held: another writer is changing the task now, and will leave its markers right.
       return whenBusy === undefined
         ? locked(taskId, body)
@@ -246,7 +246,15 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     }).pipe(Effect.withSpan("TaskStore.running"))
 
     const operations = transitionOperations<UnknownTask | InvalidRecord | StorageError>(host, transition)
-    const claimNext = yield* queueHead({ fs, path, layout, load, claim: operations.claim, repairMarker, openRoot })
+    const claimNext = yield* queueHead({
+      fs,
+      path,
+      layout,
+      load,
+      claim: operations.claim,
+      repairMarker,
+      openRoot
+    })
 
     /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
     const everything = Effect.flatMap(openRoot, (secret) => scanRecords(fs, path, layout, secret))

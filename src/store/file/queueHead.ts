@@ -130,9 +130,9 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
         }
         const record = Option.getOrUndefined(loaded.right)
         if (record?.state !== "queued") {
-          const repaired = yield* deps.repairMarker(taskId, marker, "pass over").pipe(
-            Effect.catchTag("InvalidRecord", () => Effect.succeed(Option.none<TaskRecord>()))
-          )
+          const repaired = yield* deps
+            .repairMarker(taskId, marker, "pass over")
+            .pipe(Effect.catchTag("InvalidRecord", () => Effect.succeed(Option.none<TaskRecord>())))
           return Option.isSome(repaired) && repaired.value.state === "queued"
             ? ({ _tag: "kept" } as const)
             : ({ _tag: "gone" } as const)

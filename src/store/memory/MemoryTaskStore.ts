@@ -152,7 +152,9 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
           const tally = waitingTally()
           let room = claimRoomOf(request)
           const next = new Map(map)
-          const candidates = [...map.values()].filter((record) => record.state === "queued").sort(submissionOrder)
+          const candidates = [...map.values()]
+            .filter((record) => record.state === "queued")
+            .sort(submissionOrder)
           for (const record of candidates) {
             const claimant = claimants[claimed.length]
             if (room.left === 0 || claimant === undefined) break

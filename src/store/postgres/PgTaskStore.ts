@@ -182,9 +182,10 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         )
       ]
       const picks = parts.map((part, index) => sql`${sql.literal(`pick${index}`)} AS ${part}`)
-      const union = sql.join(" UNION ALL ", false)(
-        parts.map((_, index) => sql`SELECT task_id FROM ${sql.literal(`pick${index}`)}`)
-      )
+      const union = sql.join(
+        " UNION ALL ",
+        false
+      )(parts.map((_, index) => sql`SELECT task_id FROM ${sql.literal(`pick${index}`)}`))
       return sql<Row>`
         WITH ${sql.csv(picks)}
         SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
