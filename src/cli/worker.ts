@@ -47,6 +47,12 @@ const watch = Options.boolean("watch").pipe(
     "Keep running: wake on new submissions, run tasks concurrently, stop on SIGINT/SIGTERM"
   )
 )
+const limit = integerBetween("limit", 1, 1_000_000).pipe(
+  Options.withDescription(
+    "Without --watch: run at most N tasks, then exit (for cron, or to run the next few)"
+  ),
+  Options.optional
+)
 const concurrency = count("concurrency", DefaultConcurrency, 1, 64).pipe(
   Options.withDescription(`With --watch: attempts running at once (default ${DefaultConcurrency})`)
 )
@@ -126,6 +132,7 @@ export const worker = Command.make(
     workerId,
     lease,
     watch,
+    limit,
     concurrency,
     maxPerProvider,
     maxAttempts,
@@ -154,8 +161,20 @@ export const worker = Command.make(
       const caps = Option.isSome(args.maxPerProvider)
         ? yield* parseProviderCaps(args.maxPerProvider.value)
         : new Map<string, number>()
+      if (args.watch && Option.isSome(args.limit))
+        return yield* new InvalidInput({
+          field: "--limit",
+          reason: "bounds one pass; a watching worker (--watch) runs until it is stopped"
+        })
       if (!args.watch)
-        return yield* printJson(yield* runPass({ workerId: id, leaseMillis: args.lease, retry }))
+        return yield* printJson(
+          yield* runPass({
+            workerId: id,
+            leaseMillis: args.lease,
+            retry,
+            limit: Option.getOrUndefined(args.limit)
+          })
+        )
       const summary = yield* runWatch({
         workerId: id,
         leaseMillis: args.lease,
@@ -174,7 +193,7 @@ export const worker = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Run one pass over the queue (reap orphans, then claim and run each ready task, oldest first), or keep running with --watch."
+    "Run one pass over the queue (reap orphans, then claim and run ready tasks one by one, oldest first, until none is left or --limit is reached), or keep running with --watch."
   ),
   Command.provide((args) => Layer.merge(storeLayer(args), providerLayer(args))),
   Command.provide(httpClientLayer)

@@ -91,6 +91,12 @@ export interface ClaimBatch {
   readonly next_due_at: string | null
   /** Queued tasks met that wait out a backoff (all of them when fewer than `limit` were claimed). */
   readonly waiting: number
+  /**
+   * How many tasks are left queued after the batch, when the store can tell without reading
+   * the queue (the file store's marker listing, the memory store's map); absent otherwise.
+   * A hint for status lines: another worker may have claimed some meanwhile.
+   */
+  readonly queued?: number | undefined
 }
 
 /** The running tasks, for reaping: bounded by the workers, never by the backlog. */

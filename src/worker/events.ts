@@ -65,7 +65,8 @@ export type WorkerEvent =
 /** The counts on the status line. */
 export interface WorkerStatus {
   readonly running: number
-  readonly queued: number
+  /** Tasks left in the queue, when the store can tell without reading it (not on PostgreSQL). */
+  readonly queued: number | undefined
   readonly finished: number
   readonly failed: number
 }
@@ -107,7 +108,7 @@ export const describeEvent = (event: WorkerEvent): string => {
 }
 
 export const describeStatus = (status: WorkerStatus): string =>
-  `running ${status.running} · queued ${status.queued} · finished ${status.finished} · failed ${status.failed}`
+  `running ${status.running}${status.queued === undefined ? "" : ` · queued ${status.queued}`} · finished ${status.finished} · failed ${status.failed}`
 
 /** Erase the terminal's current line and return to its start. */
 const ClearLine = "\r\u001b[2K"

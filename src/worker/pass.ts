@@ -1,9 +1,15 @@
 /**
- * One worker pass: reap orphans, then visit the tasks that are ready, oldest first, claim
- * each and run it to its end (`worker/attempt.ts`). What `relaykeep worker` without `--watch`
- * runs; the watching worker (`worker/watch.ts`) runs the same pieces concurrently.
+ * One worker pass: reap orphans, then claim the oldest ready task and run it to its end
+ * (`worker/attempt.ts`), and again, until no ready task is left or `limit` tasks were claimed.
+ * What `relaykeep worker` without `--watch` runs; the watching worker (`worker/watch.ts`) runs
+ * the same pieces concurrently.
+ *
+ * Claims come one at a time from `TaskStore.claimNext`, so a pass never reads the queue: each
+ * claim costs what the store pays for one task, whatever the backlog, and a task waits in the
+ * queue (where another worker may take it) rather than under a lease of this pass while earlier
+ * tasks run.
  */
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import type { StorageError } from "../domain/errors.js"
 import { TaskId } from "../domain/ids.js"
 import { InvalidRecordReport } from "../domain/Task.js"
@@ -12,20 +18,25 @@ import { Host } from "../services/Host.js"
 import type { Provider } from "../services/Provider.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { DefaultCancelPollMillis, runAttempt } from "./attempt.js"
-import { ReapedTask, reapSnapshot } from "./reap.js"
+import { ReapedTask, reapOrphans } from "./reap.js"
 
 export const PassReport = Schema.Struct({
-  /** Tasks this pass ran to an outcome. */
+  /** Tasks this pass ran to an outcome, in the order it claimed them. */
   dispatched: Schema.Array(TaskId),
+  /** Claimed tasks whose attempt lost its lease before it could record an outcome. */
+  lost: Schema.Array(TaskId),
   invalid_records: Schema.Array(InvalidRecordReport),
-  /** Ready tasks this pass could not claim (another worker took them, or they were cancelled). */
-  skipped: Schema.Array(TaskId),
   /** Running tasks of other workers that are alive. */
   unknown_running: Schema.Array(TaskId),
   /** Orphans this pass reaped. */
   reaped: Schema.Array(ReapedTask),
-  /** Queued tasks waiting out a retry backoff, left for a later pass. */
+  /**
+   * Queued tasks waiting out a retry backoff, left for a later pass: all of them when the pass
+   * ran out of ready tasks, those its last claim met when it stopped at its limit.
+   */
   waiting: Schema.Int,
+  /** True when the pass stopped at its limit: ready tasks may be left. */
+  limit_reached: Schema.Boolean,
   worker_pid: Schema.Int
 })
 export type PassReport = typeof PassReport.Type
@@ -37,6 +48,8 @@ export interface PassOptions {
   /** The retry policy stamped on what this worker claims (default: one attempt). */
   readonly retry?: RetryPolicy | undefined
   readonly cancelPollMillis?: number | undefined
+  /** Claim at most this many tasks (`--limit`); no bound when absent. */
+  readonly limit?: number | undefined
 }
 
 export const DefaultLeaseMillis = 60_000
@@ -47,41 +60,48 @@ export const runPass = (
   Effect.gen(function* () {
     const store = yield* TaskStore
     const host = yield* Host
-    const snapshot = yield* store.live
-    const reap = yield* reapSnapshot(snapshot)
+    const reap = yield* reapOrphans
     const invalid = [...reap.invalid_records]
-
+    const seen = new Set(invalid.map((report) => report.file))
     const dispatched: Array<TaskId> = []
-    const skipped: Array<TaskId> = []
-    for (const { task_id: taskId } of snapshot.ready) {
-      const claimed = yield* store
-        .claim(taskId, { workerId: options.workerId, leaseMillis: options.leaseMillis, retry: options.retry })
-        .pipe(Effect.either)
-      if (Either.isLeft(claimed)) {
-        const error = claimed.left
-        if (error._tag === "StorageError") return yield* error
-        if (error._tag === "InvalidRecord") invalid.push({ file: error.file, reason: error.reason })
-        skipped.push(taskId)
-        continue
+    const lost: Array<TaskId> = []
+    const limit = options.limit ?? Infinity
+    let waiting = 0
+
+    let claims = 0
+    while (claims < limit) {
+      const batch = yield* store.claimNext({
+        workerId: options.workerId,
+        leaseMillis: options.leaseMillis,
+        retry: options.retry,
+        limit: 1
+      })
+      // A damaged record stays in the queue and is met again by the next claim: report it once.
+      for (const report of batch.invalid) {
+        if (seen.has(report.file)) continue
+        seen.add(report.file)
+        invalid.push(report)
       }
-      if (Option.isNone(claimed.right)) {
-        skipped.push(taskId)
-        continue
-      }
-      const report = yield* runAttempt(claimed.right.value, {
+      waiting = batch.waiting
+      const claimed = batch.claimed[0]
+      if (claimed === undefined) break
+      claims += 1
+      const report = yield* runAttempt(claimed, {
         leaseMillis: options.leaseMillis,
         cancelPollMillis: options.cancelPollMillis ?? DefaultCancelPollMillis
       })
-      if (report.end._tag !== "stale") dispatched.push(taskId)
+      if (report.end._tag === "stale") lost.push(claimed.record.task_id)
+      else dispatched.push(claimed.record.task_id)
     }
 
     return {
       dispatched,
+      lost,
       invalid_records: invalid,
-      skipped,
       unknown_running: reap.live,
       reaped: reap.reaped,
-      waiting: snapshot.queued.length - snapshot.ready.length,
+      waiting,
+      limit_reached: claims >= limit,
       worker_pid: host.pid
     }
   }).pipe(Effect.withSpan("Worker.pass"))

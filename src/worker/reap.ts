@@ -13,7 +13,7 @@ import { leaseStatus } from "../domain/transitions.js"
 import { Host } from "../services/Host.js"
 import { attemptMarker, stopProcessTree } from "../services/ProcessTree.js"
 import { TaskStore } from "../services/TaskStore.js"
-import type { LiveSnapshot } from "../services/TaskStore.js"
+import type { RunningSnapshot } from "../services/TaskStore.js"
 
 export const ReapedTask = Schema.Struct({
   task_id: TaskId,
@@ -67,7 +67,7 @@ const stopLostProcesses = (taskId: TaskId, attempt: number, record: TaskRecord) 
 
 /** Reap the orphans among the running tasks of `snapshot`. */
 export const reapSnapshot = (
-  snapshot: LiveSnapshot
+  snapshot: RunningSnapshot
 ): Effect.Effect<ReapReport, StorageError, TaskStore | Host> =>
   Effect.gen(function* () {
     const store = yield* TaskStore
@@ -115,8 +115,11 @@ export const reapSnapshot = (
     return { reaped, left_alone: leftAlone, live, invalid_records: invalid }
   }).pipe(Effect.withSpan("Worker.reap"))
 
-/** Look at the queue now and reap its orphans: what `relaykeep recover` runs. */
+/**
+ * Read the running tasks now and reap their orphans: what `relaykeep recover` and every worker
+ * look run. It reads only running tasks, so its cost is bounded by the workers, not the backlog.
+ */
 export const reapOrphans: Effect.Effect<ReapReport, StorageError, TaskStore | Host> = Effect.flatMap(
   TaskStore,
-  (store) => Effect.flatMap(store.live, reapSnapshot)
+  (store) => Effect.flatMap(store.running, reapSnapshot)
 )

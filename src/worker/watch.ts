@@ -1,8 +1,10 @@
 /**
- * The long-running worker (`relaykeep worker --watch`). It wakes on new submissions (the
- * store's `wakeups`, with a slow poll as a fallback and a timer for the first retry that comes
- * due), reaps orphans each time it looks at the queue, and runs up to `concurrency` attempts
- * at once within per-provider caps.
+ * The long-running worker (`relaykeep worker --watch`). It claims with `TaskStore.claimNext`
+ * (as many tasks as it has free slots, within per-provider caps) when it starts, on each new
+ * submission (the store's `wakeups`), when a slot frees while more work may wait, and when the
+ * first retry comes due; every `pollMillis` it also reaps orphans (reading only running tasks)
+ * and claims again, in case a wake-up was missed. No step reads the queue: each costs what the
+ * claimed tasks cost, whatever the backlog.
  *
  * Stopping: on the first SIGINT/SIGTERM it stops claiming, lets running attempts finish for up
  * to `graceMillis`, then stops their processes and gives their tasks back; a second signal
@@ -16,19 +18,22 @@
  */
 import { Clock, Deferred, Effect, FiberSet, Option, Queue, Ref, Schema, Stream } from "effect"
 import type { StorageError } from "../domain/errors.js"
-import type { TaskId } from "../domain/ids.js"
 import { providerOfPayload } from "../domain/provider.js"
 import type { RetryPolicy } from "../domain/Task.js"
 import { timeMillis } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
 import type { Provider } from "../services/Provider.js"
 import { Shutdown } from "../services/Shutdown.js"
-import type { ReadyTask } from "../services/TaskStore.js"
+import type { ClaimedTask } from "../services/TaskStore.js"
 import { TaskStore } from "../services/TaskStore.js"
+import type { AttemptReport } from "./attempt.js"
 import { runAttempt } from "./attempt.js"
 import { WorkerOutput } from "./events.js"
+import type { WorkerEvent } from "./events.js"
 import { startHeartbeats } from "./heartbeats.js"
-import { reapSnapshot } from "./reap.js"
+import { reapOrphans } from "./reap.js"
+import type { RunningSet } from "./slots.js"
+import { claimAgainWhenFreed, roomOf, withClaimed, withoutTask } from "./slots.js"
 
 export interface WatchOptions {
   readonly workerId: string
@@ -72,6 +77,47 @@ type Stop =
   | { readonly _tag: "signal"; readonly signal: string }
   | { readonly _tag: "storage"; readonly error: StorageError }
 
+/** Outcome counts of a watch, for its summary. */
+interface Counts {
+  readonly finished: number
+  readonly failed: number
+  readonly retried: number
+  readonly cancelled: number
+  readonly released: number
+  readonly reaped: number
+}
+
+const noCounts: Counts = { finished: 0, failed: 0, retried: 0, cancelled: 0, released: 0, reaped: 0 }
+
+/** The counts after one attempt ended. */
+const countEnd = (counts: Counts, report: AttemptReport): Counts => ({
+  ...counts,
+  finished: counts.finished + (report.end._tag === "complete" ? 1 : 0),
+  failed: counts.failed + (report.end._tag === "failed" && !report.end.requeued ? 1 : 0),
+  retried: counts.retried + (report.end._tag === "failed" && report.end.requeued ? 1 : 0),
+  cancelled: counts.cancelled + (report.end._tag === "cancelled" ? 1 : 0)
+})
+
+/** The `finished` event of one attempt. */
+const finishedEvent = (report: AttemptReport): WorkerEvent => ({
+  event: "finished",
+  task_id: report.task_id,
+  attempt: report.attempt,
+  provider: report.provider,
+  outcome: report.end._tag,
+  duration_ms: report.duration_ms,
+  ...(report.end._tag === "failed"
+    ? {
+        error: {
+          tag: report.end.error.tag,
+          message: report.end.error.message,
+          retryable: report.end.error.retryable === true
+        },
+        requeued: report.end.requeued
+      }
+    : {})
+})
+
 /** Run until stopped. Fails with StorageError when the store failed under it. */
 export const runWatch = (
   options: WatchOptions
@@ -84,24 +130,28 @@ export const runWatch = (
       const output = yield* WorkerOutput
       yield* shutdown.handle
 
-      // Two reasons to look again: the queue may have new work (a wake-up from the store), or a
-      // slot was freed (an attempt ended). Each holds at most one pending signal.
-      const wake = yield* Queue.sliding<void>(1)
-      const freed = yield* Queue.sliding<void>(1)
+      // Two reasons to claim again: the queue may have new work (a wake-up from the store), or a
+      // slot was freed (an attempt ended). Each sets its flag and pokes the loop; the loop takes
+      // both flags at once, so neither can be lost to the other.
+      const signals = yield* Ref.make({ wake: false, freed: false })
+      const poke = yield* Queue.sliding<void>(1)
+      const signal = (kind: "wake" | "freed") =>
+        Effect.zipRight(
+          Ref.update(signals, (flags) => ({ ...flags, [kind]: true })),
+          Queue.offer(poke, undefined)
+        )
       yield* store.wakeups.pipe(
-        Stream.runForEach(() => Queue.offer(wake, undefined)),
+        Stream.runForEach(() => signal("wake")),
         Effect.forkScoped
       )
-      const running = yield* Ref.make(new Map<TaskId, string>())
-      const counts = yield* Ref.make({
-        finished: 0,
-        failed: 0,
-        retried: 0,
-        cancelled: 0,
-        released: 0,
-        reaped: 0
-      })
-      const queued = yield* Ref.make(0)
+      const running = yield* Ref.make<RunningSet>(new Map())
+      const counts = yield* Ref.make(noCounts)
+      /** The queued count the store last reported, when it can tell cheaply. */
+      const queued = yield* Ref.make<number | undefined>(undefined)
+      /** Whether a freed slot should claim at once (`claimAgainWhenFreed`). */
+      const claimOnFree = yield* Ref.make(true)
+      /** When the first retry the last claim met comes due (epoch ms). */
+      const nextDue = yield* Ref.make(Infinity)
       const failure = yield* Deferred.make<StorageError>()
 
       const showStatus = Effect.gen(function* () {
@@ -141,149 +191,88 @@ export const runWatch = (
           { discard: true }
         )
 
-      /** Whether one more attempt of `provider` fits now. */
-      const roomFor = (current: ReadonlyMap<TaskId, string>, provider: string) => {
-        const cap = options.maxPerProvider.get(provider)
-        if (current.size >= options.concurrency) return false
-        if (cap === undefined) return true
-        let taken = 0
-        for (const name of current.values()) if (name === provider) taken += 1
-        return taken < cap
+      /** One claimed task's attempt, to its end; its slot is given back and announced as it ends. */
+      const attemptOf = (claimed: ClaimedTask) => {
+        const { lease, record } = claimed
+        const taskId = record.task_id
+        return runAttempt(claimed, {
+          leaseMillis: options.leaseMillis,
+          cancelPollMillis: options.cancelPollMillis,
+          onRelease: (now) =>
+            Effect.zipRight(
+              Ref.update(counts, (c) => ({ ...c, released: c.released + 1 })),
+              output.event({ event: "released", task_id: taskId, attempt: lease.attempt, now })
+            )
+        }).pipe(
+          Effect.tap((report) =>
+            Effect.zipRight(
+              Ref.update(counts, (c) => countEnd(c, report)),
+              output.event(finishedEvent(report))
+            )
+          ),
+          Effect.asVoid,
+          Effect.catchAll(storageFailed),
+          Effect.ensuring(
+            Effect.all(
+              [Ref.update(running, (current) => withoutTask(current, taskId)), showStatus, signal("freed")],
+              { discard: true }
+            )
+          )
+        )
       }
 
-      const unreserve = (taskId: TaskId) =>
-        Ref.update(running, (map) => {
-          const next = new Map(map)
-          next.delete(taskId)
-          return next
-        })
-
       /**
-       * Claim one task whose slot `fill` reserved, and start its attempt; uninterruptible, so no
-       * claim is left without a runner. A declined or failed claim gives the slot back.
+       * Claim what the free slots and the caps allow, in one `claimNext`, and start an attempt
+       * for each task. Uninterruptible from the claim to the forks, so that no claim is left
+       * without a runner; the attempts themselves stay interruptible, or neither a cancel nor a
+       * shutdown could stop their providers.
        */
-      const start = ({ task_id: taskId, provider: reservedFor }: ReadyTask) =>
-        Effect.uninterruptible(
-          Effect.gen(function* () {
-            const claimed = yield* store
-              .claim(taskId, {
-                workerId: options.workerId,
-                leaseMillis: options.leaseMillis,
-                retry: options.retry,
-                // The slot was reserved for the provider the queue showed; a payload never changes.
-                accept: (record) => providerOfPayload(record.payload) === reservedFor
-              })
-              .pipe(Effect.tapErrorCause(() => unreserve(taskId)))
-            if (Option.isNone(claimed)) return yield* Effect.as(unreserve(taskId), false)
-            const { lease, record } = claimed.value
-            const provider = providerOfPayload(record.payload)
-            yield* output.event({ event: "claimed", task_id: taskId, attempt: lease.attempt, provider })
-            const attempt = runAttempt(claimed.value, {
-              leaseMillis: options.leaseMillis,
-              cancelPollMillis: options.cancelPollMillis,
-              onRelease: (now) =>
-                Effect.zipRight(
-                  Ref.update(counts, (c) => ({ ...c, released: c.released + 1 })),
-                  output.event({ event: "released", task_id: taskId, attempt: lease.attempt, now })
-                )
-            }).pipe(
-              Effect.tap((report) =>
-                Effect.zipRight(
-                  Ref.update(counts, (c) => ({
-                    ...c,
-                    finished: c.finished + (report.end._tag === "complete" ? 1 : 0),
-                    failed: c.failed + (report.end._tag === "failed" && !report.end.requeued ? 1 : 0),
-                    retried: c.retried + (report.end._tag === "failed" && report.end.requeued ? 1 : 0),
-                    cancelled: c.cancelled + (report.end._tag === "cancelled" ? 1 : 0)
-                  })),
-                  output.event({
-                    event: "finished",
-                    task_id: taskId,
-                    attempt: report.attempt,
-                    provider: report.provider,
-                    outcome: report.end._tag,
-                    duration_ms: report.duration_ms,
-                    ...(report.end._tag === "failed"
-                      ? {
-                          error: {
-                            tag: report.end.error.tag,
-                            message: report.end.error.message,
-                            retryable: report.end.error.retryable === true
-                          },
-                          requeued: report.end.requeued
-                        }
-                      : {})
-                  })
-                )
-              ),
-              Effect.asVoid,
-              Effect.catchAll(storageFailed),
-              Effect.ensuring(Effect.zipRight(unreserve(taskId), Queue.offer(freed, undefined)))
-            )
-            // A fiber forked here would inherit the uninterruptible region: the attempt must stay
-            // interruptible, or neither a cancel nor a shutdown could stop its provider.
-            yield* FiberSet.run(attempts, Effect.interruptible(attempt))
-            return true
+      const claim = Effect.uninterruptible(
+        Effect.gen(function* () {
+          const asked = roomOf(yield* Ref.get(running), options)
+          // Full: a slot freed later must claim, since this one could not ask.
+          if (asked.limit === 0) return yield* Ref.set(claimOnFree, true)
+          const batch = yield* store.claimNext({
+            workerId: options.workerId,
+            leaseMillis: options.leaseMillis,
+            retry: options.retry,
+            limit: asked.limit,
+            room: asked.room
           })
-        )
-
-      /**
-       * The ready tasks of the last look not yet tried, oldest first. A freed slot takes the next
-       * of them without reading the queue again: a claim is checked under the store's guard, so
-       * one that another worker took or that was cancelled meanwhile is simply declined. Reading
-       * the whole queue for every freed slot would cost O(queue) per task.
-       */
-      const pending = yield* Ref.make<ReadonlyArray<ReadyTask>>([])
-
-      /**
-       * Reserve a slot for each task of `pending` that fits, in order, then claim them, as many
-       * at once as the store gains from (`claimConcurrency`): on PostgreSQL a claim is a round
-       * trip, and one after another they would bound the worker's rate. Tasks a per-provider cap
-       * holds back stay for later. Attempts that ended meanwhile (or claims declined) free slots
-       * again, so it goes round until no slot is free or nothing fits.
-       */
-      const fill = Effect.gen(function* () {
-        while (true) {
-          const tasks = yield* Ref.get(pending)
-          const kept: Array<ReadyTask> = []
-          const chosen: Array<ReadyTask> = []
-          for (const [index, task] of tasks.entries()) {
-            const verdict = yield* Ref.modify(running, (current) => {
-              if (current.size >= options.concurrency) return ["full", current] as const
-              if (current.has(task.task_id)) return ["running", current] as const
-              if (!roomFor(current, task.provider)) return ["capped", current] as const
-              return ["reserved", new Map(current).set(task.task_id, task.provider)] as const
+          const taken = batch.claimed.map((claimed) => ({
+            claimed,
+            taskId: claimed.record.task_id,
+            provider: providerOfPayload(claimed.record.payload)
+          }))
+          yield* Ref.update(running, (current) => withClaimed(current, taken))
+          for (const { claimed, taskId, provider } of taken) {
+            yield* output.event({
+              event: "claimed",
+              task_id: taskId,
+              attempt: claimed.lease.attempt,
+              provider
             })
-            if (verdict === "full") {
-              kept.push(...tasks.slice(index))
-              break
-            }
-            if (verdict === "capped") kept.push(task)
-            if (verdict === "reserved") chosen.push(task)
+            yield* FiberSet.run(attempts, Effect.interruptible(attemptOf(claimed)))
           }
-          yield* Ref.set(pending, kept)
-          const claimed = yield* Effect.forEach(
-            chosen,
-            (task) =>
-              start(task).pipe(
-                Effect.catchTags({
-                  UnknownTask: () => Effect.succeed(false),
-                  InvalidRecord: () => Effect.succeed(false)
-                })
-              ),
-            { concurrency: store.claimConcurrency }
+          yield* Ref.set(
+            claimOnFree,
+            claimAgainWhenFreed(
+              asked,
+              taken.map(({ provider }) => provider)
+            )
           )
-          // Each round uses up the tasks it chose, so this ends. Going back to wait instead would
-          // let every wake-up (on the file store, each claim moves a marker) cost a look.
-          if (claimed.length === 0 || kept.length === 0) return
-        }
-      })
+          if (batch.queued !== undefined) yield* Ref.set(queued, batch.queued)
+          // Every waiting task was met only when the batch did not fill its slots.
+          if (batch.claimed.length < asked.limit)
+            yield* Ref.set(nextDue, batch.next_due_at === null ? Infinity : timeMillis(batch.next_due_at))
+          yield* showStatus
+        })
+      ).pipe(Effect.withSpan("Worker.claim"))
 
-      /** Look at the queue once: reap, then claim what fits. Returns how long to sleep. */
-      const look = Effect.gen(function* () {
-        const snapshot = yield* store.live
-        const reap = yield* reapSnapshot(snapshot)
-        for (const task of reap.reaped) {
+      /** Reap the orphans among the running tasks (never the queue), and report them. */
+      const reap = Effect.gen(function* () {
+        const report = yield* reapOrphans
+        for (const task of report.reaped) {
           yield* output.event({
             event: "reaped",
             task_id: task.task_id,
@@ -292,47 +281,39 @@ export const runWatch = (
             now: task.now
           })
         }
-        yield* Ref.update(counts, (c) => ({ ...c, reaped: c.reaped + reap.reaped.length }))
-        yield* Ref.set(queued, snapshot.queued.length)
-        yield* Ref.set(pending, snapshot.ready)
-        yield* fill
-        yield* showStatus
-        const now = yield* Clock.currentTimeMillis
-        const due = snapshot.next_due_at === null ? Infinity : timeMillis(snapshot.next_due_at) - now
-        return Math.max(Math.min(options.pollMillis, due), 10)
-      })
+        yield* Ref.update(counts, (c) => ({ ...c, reaped: c.reaped + report.reaped.length }))
+      }).pipe(Effect.withSpan("Worker.reap"))
 
       /**
-       * Wait for a reason to look at the queue again: a wake-up, the deadline (the poll, which
-       * also reaps, or the first retry coming due), or a freed slot that `pending` cannot fill.
-       * At full capacity new work cannot be taken, so only a freed slot or the deadline count:
-       * other workers' claims do not make everyone rescan.
+       * Until `pollAt`, claim on each signal that may bring work: a wake-up, a retry coming due,
+       * or a freed slot while more work may wait. At full capacity a claim asks the store
+       * nothing, so other workers' claims (each a wake-up on the file store) cost no look.
        */
-      const waitToLook = (deadline: number) =>
+      const serveUntil = (pollAt: number) =>
         Effect.gen(function* () {
           while (true) {
-            const remaining = deadline - (yield* Clock.currentTimeMillis)
-            if (remaining <= 0) return
-            const full = (yield* Ref.get(running)).size >= options.concurrency
-            const signal = yield* (
-              full
-                ? Effect.as(Queue.take(freed), "freed" as const)
-                : Effect.race(
-                    Effect.as(Queue.take(wake), "wake" as const),
-                    Effect.as(Queue.take(freed), "freed" as const)
-                  )
-            ).pipe(Effect.timeoutOption(remaining))
-            if (Option.isNone(signal) || signal.value === "wake") return
-            yield* fill
-            const free = (yield* Ref.get(running)).size < options.concurrency
-            if (free && (yield* Ref.get(pending)).length === 0) return
+            const now = yield* Clock.currentTimeMillis
+            const dueAt = yield* Ref.get(nextDue)
+            if (now >= pollAt) return
+            if (now >= dueAt) {
+              yield* Ref.set(nextDue, Infinity)
+              yield* claim
+              continue
+            }
+            const poked = yield* Queue.take(poke).pipe(
+              Effect.timeoutOption(Math.max(Math.min(pollAt, dueAt) - now, 1))
+            )
+            if (Option.isNone(poked)) continue
+            const flags = yield* Ref.getAndSet(signals, { wake: false, freed: false })
+            if (flags.wake || (flags.freed && (yield* Ref.get(claimOnFree)))) yield* claim
           }
         })
 
       const loop = Effect.gen(function* () {
         while (true) {
-          const sleep = yield* look
-          yield* waitToLook((yield* Clock.currentTimeMillis) + sleep)
+          yield* reap
+          yield* claim
+          yield* serveUntil((yield* Clock.currentTimeMillis) + options.pollMillis)
         }
       }).pipe(Effect.catchAll((error) => Effect.zipRight(storageFailed(error), Effect.never)))
 

@@ -9,8 +9,9 @@ const tempDir = useTempDirs()
 const passKeys = [
   "dispatched",
   "invalid_records",
+  "limit_reached",
+  "lost",
   "reaped",
-  "skipped",
   "unknown_running",
   "waiting",
   "worker_pid"
@@ -44,7 +45,7 @@ describe("relaykeep end to end", { timeout: 120_000 }, () => {
     const first = jsonOutput(PassReport, firstPass)
     assert.deepStrictEqual(first.dispatched, [receipt.task_id])
     assert.deepStrictEqual(
-      [first.invalid_records, first.skipped, first.unknown_running, first.reaped],
+      [first.invalid_records, first.lost, first.unknown_running, first.reaped],
       [[], [], [], []]
     )
     assert.isAbove(first.worker_pid, 0)
@@ -65,6 +66,30 @@ describe("relaykeep end to end", { timeout: 120_000 }, () => {
     const second = jsonOutput(PassReport, await relaykeep(["worker", "--root", root]))
     assert.deepStrictEqual(second.dispatched, [])
     assert.deepStrictEqual(second.invalid_records, [])
+  })
+
+  it("worker --limit N runs the oldest N and exits; the next pass runs the rest", async () => {
+    const root = tempDir()
+    const receipts: Array<Receipt> = []
+    for (const id of ["first", "second", "third"])
+      receipts.push(
+        jsonOutput(
+          Receipt,
+          await relaykeep(["submit", "--root", root, "--id", id, "--payload", `{"id":"${id}"}`])
+        )
+      )
+    const limited = jsonOutput(PassReport, await relaykeep(["worker", "--root", root, "--limit", "2"]))
+    assert.deepStrictEqual(
+      limited.dispatched,
+      receipts.slice(0, 2).map((receipt) => receipt.task_id)
+    )
+    assert.isTrue(limited.limit_reached)
+    const rest = jsonOutput(PassReport, await relaykeep(["worker", "--root", root, "--limit", "2"]))
+    assert.deepStrictEqual(
+      rest.dispatched,
+      receipts.slice(2).map((receipt) => receipt.task_id)
+    )
+    assert.isFalse(rest.limit_reached)
   })
 
   it("relaykeep-worker --root R is relaykeep worker --root R", async () => {

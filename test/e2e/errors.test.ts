@@ -176,6 +176,18 @@ const usageCases: ReadonlyArray<Case> = [
     mentions: "--limit: must be from 1 to 500"
   },
   {
+    name: "worker --limit 0",
+    args: (root) => ["worker", "--root", root, "--limit", "0"],
+    tag: "UsageError",
+    mentions: "--limit: must be from 1 to 1000000"
+  },
+  {
+    name: "worker --watch --limit 5 (a watching worker has no limit)",
+    args: (root) => ["worker", "--root", root, "--watch", "--limit", "5"],
+    tag: "InvalidInput",
+    mentions: "--limit"
+  },
+  {
     name: "both --payload and --payload-file",
     args: (root) => ["submit", "--root", root, "--id", "x", "--payload", "{}", "--payload-file", payloadFile],
     tag: "InvalidInput",
@@ -188,7 +200,8 @@ const domainCases: ReadonlyArray<Case> = [
     name: "the same id with a different payload: ConflictError",
     args: (root) => ["submit", "--root", root, "--id", "kept", "--payload", '{"other":true}'],
     tag: "ConflictError",
-    mentions: "kept"
+    // The request id is the caller's input: named as a field, never quoted.
+    mentions: "client_request_id: already task"
   },
   {
     name: "read with the wrong hash: HashMismatch",
@@ -256,7 +269,7 @@ describe("relaykeep errors", { timeout: 120_000 }, () => {
       "--payload",
       '{"b":2,"constructor":{"prototype":null},"a":[1,"é"]}'
     ])
-    assert.include(failureOutput(other, 1, "ConflictError"), "proto")
+    assert.include(failureOutput(other, 1, "ConflictError"), "client_request_id: already task")
     assert.deepStrictEqual(snapshotTree(own), before, "the data root is unchanged")
     const again = jsonOutput(
       Receipt,

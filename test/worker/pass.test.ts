@@ -35,6 +35,40 @@ describe("worker pass", () => {
     }).pipe(Effect.provide(layers()))
   )
 
+  it.effect("with a limit: runs the oldest N, says it stopped there, and the next pass takes the rest", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      const receipts = yield* Effect.forEach(["a", "b", "c"], (name) =>
+        Effect.tap(store.submit({ clientRequestId: id(name), payload: { name } }), () =>
+          TestClock.adjust(Duration.millis(1))
+        )
+      )
+      const limited = runPass({ workerId: "test-worker", leaseMillis: 60_000, limit: 2 })
+      const first = yield* limited
+      assert.deepStrictEqual(
+        first.dispatched,
+        receipts.slice(0, 2).map((receipt) => receipt.task_id)
+      )
+      assert.isTrue(first.limit_reached)
+      const third = receipts[2]
+      assert.isDefined(third)
+      assert.strictEqual((yield* store.read(third.task_id, third.payload_sha256)).state, "queued")
+      const second = yield* limited
+      assert.deepStrictEqual(second.dispatched, [third.task_id])
+      assert.isFalse(second.limit_reached, "it ran out of tasks before its limit")
+    }).pipe(Effect.provide(layers()))
+  )
+
+  it.effect("never reads the whole queue: claims come from claimNext, reaping from running", () =>
+    Effect.gen(function* () {
+      const store = yield* TaskStore
+      yield* store.submit({ clientRequestId: id("one"), payload: {} })
+      const guarded = TaskStore.of({ ...store, live: Effect.die("a worker pass read the whole queue") })
+      const report = yield* Effect.provideService(pass, TaskStore, guarded)
+      assert.strictEqual(report.dispatched.length, 1)
+    }).pipe(Effect.provide(layers()))
+  )
+
   it.effect("fails a task whose provider is unknown, with a reason, and carries on", () =>
     Effect.gen(function* () {
       const store = yield* TaskStore

@@ -184,6 +184,7 @@ const makeWorld = (options: WorldOptions = {}) =>
     const interrupted = yield* Ref.make<ReadonlyArray<TaskId>>([])
     const text = yield* Ref.make("")
     const statuses = yield* Ref.make<ReadonlyArray<WorkerStatus>>([])
+    const claims = yield* Ref.make(0)
 
     const total = (map: ReadonlyMap<string, number>) => [...map.values()].reduce((a, b) => a + b, 0)
     const enter = (name: string, task: ProviderTask) =>
@@ -233,7 +234,18 @@ const makeWorld = (options: WorldOptions = {}) =>
             const inner = Context.get(built, TaskStore)
             const registry = options.registry ?? ((same: WorkerRegistry) => same)
             const wrap = options.wrap ?? ((same: TaskStoreShape) => same)
-            return Context.make(TaskStore, wrap({ ...inner, workers: registry(inner.workers) }))
+            // Every claim the worker asks for is counted; a read of the whole queue fails the test.
+            const counted: TaskStoreShape = {
+              ...inner,
+              workers: registry(inner.workers),
+              claimNext: (request) =>
+                Effect.zipRight(
+                  Ref.update(claims, (n) => n + 1),
+                  inner.claimNext(request)
+                ),
+              live: Effect.die("a watching worker read the whole queue (TaskStore.live)")
+            }
+            return Context.make(TaskStore, wrap(counted))
           })
         ),
         Provider.layerTest(run),
@@ -254,7 +266,8 @@ const makeWorld = (options: WorldOptions = {}) =>
     const eventsOf = <K extends EventLine["event"]>(kind: K) =>
       Effect.map(events, (all) => all.filter((e): e is Extract<EventLine, { event: K }> => e.event === kind))
     const countOf = (kind: EventLine["event"]) => Effect.map(eventsOf(kind), (all) => all.length)
-    const looks = Effect.map(Ref.get(statuses), (all) => all.length)
+    /** How many times the worker asked the store for work (`claimNext`). */
+    const looks = Ref.get(claims)
     const running = Effect.map(Ref.get(active), total)
 
     /** Submit at the current time, then move the clock 1 ms, so submission order is fixed. */
@@ -375,7 +388,7 @@ describe("runWatch concurrency", () => {
       assert.strictEqual((yield* stopWith(world, fiber)).finished, 5)
     })
   )
-  scoped("a freed slot takes the next task of the last look without reading the queue again", () =>
+  scoped("freed slots claim the rest one batch at a time, never reading the queue", () =>
     Effect.gen(function* () {
       const world = yield* makeWorld({ gated: true })
       const receipts = yield* Effect.forEach(
@@ -392,15 +405,41 @@ describe("runWatch concurrency", () => {
         "twenty finished attempts",
         Effect.map(world.countOf("finished"), (n) => n === 20)
       )
-      // One look finds the twenty; freed slots take the rest from it; one more look, once it is
-      // used up, finds the queue empty. A look per freed slot would make about eleven.
-      assert.isAtMost(yield* world.looks, 3)
+      // The world's store dies on `live`: reaching here means no look read the queue. One claim
+      // fills both slots, each freed slot claims once more (a slot may free while the other's
+      // claim runs, so two can share one), and the last finds the queue empty.
+      const looks = yield* world.looks
+      assert.isAtLeast(looks, 10)
+      assert.isAtMost(looks, 21)
       assert.sameMembers(
         (yield* world.eventsOf("claimed")).map((event) => event.task_id),
         receipts.map((receipt) => receipt.task_id),
         "each claimed once"
       )
       assert.strictEqual((yield* world.eventsOf("claimed")).length, 20)
+      yield* stopWith(world, fiber)
+    })
+  )
+
+  scoped("a freed slot asks for nothing when the last claim found no more work", () =>
+    Effect.gen(function* () {
+      const world = yield* makeWorld({ gated: true })
+      yield* world.submit("t1")
+      const fiber = yield* world.start({ concurrency: 2, pollMillis: 600_000 })
+      yield* eventually(
+        "the run",
+        Effect.map(world.running, (n) => n === 1)
+      )
+      const before = yield* world.looks
+      yield* world.openGate
+      yield* eventually(
+        "the finished attempt",
+        Effect.map(world.countOf("finished"), (n) => n === 1)
+      )
+      // The first claim asked for two and got one: the queue held nothing more, so the freed
+      // slot waits for a wake-up or the poll instead of asking again.
+      yield* Effect.sleep(Duration.millis(50)).pipe(TestServices.provideLive)
+      assert.strictEqual(yield* world.looks, before)
       yield* stopWith(world, fiber)
     })
   )
@@ -1108,12 +1147,12 @@ describe("runWatch output", () => {
       const fiber = yield* world.start()
       // Events are not JSON here: wait on the statuses the loop reports instead.
       yield* eventually(
-        "a look after the task finished",
+        "a status after the task finished",
         Effect.map(Ref.get(world.statuses), (all) => all.some((s) => s.finished === 1))
       )
       yield* stopWith(world, fiber)
       const text = yield* Ref.get(world.text)
-      assert.include(text, `${ClearLine}running 1 · queued 1 · finished 0 · failed 0`)
+      assert.include(text, `${ClearLine}running 1 · queued 0 · finished 0 · failed 0`)
       assert.include(text, `${ClearLine}running 0 · queued 0 · finished 1 · failed 0`)
       // The last write is the stopped event on a cleared line, with no status line below it.
       const last = text.slice(text.lastIndexOf(ClearLine) + ClearLine.length)

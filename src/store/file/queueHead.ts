@@ -208,20 +208,15 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
       // why a listing is trusted for MaxListingAgeMillis at most, and re-read before an answer
       // of nothing.
       const { dropped } = result
-      yield* Ref.set(
-        listing,
-        Option.some({
-          names: used.names.filter((name) => !dropped.has(name)),
-          stamp: yield* stamp,
-          listedAt: used.listedAt
-        })
-      )
+      const names = used.names.filter((name) => !dropped.has(name))
+      yield* Ref.set(listing, Option.some({ names, stamp: yield* stamp, listedAt: used.listedAt }))
       const waiting = result.met.waiting
       return {
         claimed: result.claimed,
         invalid: result.met.invalid,
         waiting: waiting.length,
-        next_due_at: waiting.length === 0 ? null : waiting.reduce((a, b) => (b < a ? b : a))
+        next_due_at: waiting.length === 0 ? null : waiting.reduce((a, b) => (b < a ? b : a)),
+        queued: names.length
       }
     })
   })

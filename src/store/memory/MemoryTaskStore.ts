@@ -170,7 +170,10 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
             next.set(record.task_id, taken.record)
             room = takeRoom(room, provider)
           }
-          return [{ claimed, invalid: [], ...tally.result() }, next] as const
+          return [
+            { claimed, invalid: [], ...tally.result(), queued: candidates.length - claimed.length },
+            next
+          ] as const
         })
         for (const { record } of batch.claimed) yield* PubSub.publish(changes, record.task_id)
         return batch

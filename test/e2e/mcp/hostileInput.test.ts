@@ -374,7 +374,7 @@ describe("relaykeep-tasks against hostile input, over real stdio", { timeout: 12
     // Under one id, a payload that differs only in its __proto__ member is a conflict.
     for (const payload of payloads.slice(1, 3)) {
       const again = await session.call("submit", `{"client_request_id":"proto-0","payload":${payload}}`)
-      assert.include(errorResult(session.resultOf(again), "ConflictError"), "proto-0")
+      assert.include(errorResult(session.resultOf(again), "ConflictError"), "client_request_id: already task")
     }
     const same = await session.call("submit", `{"client_request_id":"proto-2","payload":${payloads[2]}}`)
     assert.deepStrictEqual(
