@@ -97,6 +97,15 @@ export interface ClaimBatch {
    * A hint for status lines: another worker may have claimed some meanwhile.
    */
   readonly queued?: number | undefined
+  /**
+   * Tasks passed over because another writer held them mid-change where the store cannot
+   * tell what they will become: on the file store, a marker whose record is not yet written
+   * (a submission in flight, whose wake-up came with its marker) or not yet requeued. Such a
+   * task may be claimable a moment later, after the wake-up that announced it: a worker with
+   * free slots asks again soon. Absent or 0 where a store cannot meet this (PostgreSQL: a row
+   * is seen only once its transaction commits).
+   */
+  readonly busy?: number | undefined
 }
 
 /** The running tasks, for reaping: bounded by the workers, never by the backlog. */

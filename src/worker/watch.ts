@@ -56,6 +56,8 @@ export const DefaultConcurrency = 2
 export const DefaultHeartbeatMillis = 5_000
 export const DefaultPollMillis = 5_000
 export const DefaultGraceMillis = 30_000
+/** How soon a worker asks again for tasks another writer held mid-change (`ClaimBatch.busy`). */
+export const BusyRetryMillis = 20
 
 export const WatchSummary = Schema.Struct({
   /** Why the worker stopped: a signal's name, `forced` (a second signal), or `storage_error`. */
@@ -263,8 +265,14 @@ export const runWatch = (
           )
           if (batch.queued !== undefined) yield* Ref.set(queued, batch.queued)
           // Every waiting task was met only when the batch did not fill its slots.
-          if (batch.claimed.length < asked.limit)
-            yield* Ref.set(nextDue, batch.next_due_at === null ? Infinity : timeMillis(batch.next_due_at))
+          if (batch.claimed.length < asked.limit) {
+            const due = batch.next_due_at === null ? Infinity : timeMillis(batch.next_due_at)
+            // A task held mid-change (a submission between marker and record) is asked for again
+            // shortly: the wake-up that announced it has been spent.
+            const busyRetry =
+              (batch.busy ?? 0) > 0 ? (yield* Clock.currentTimeMillis) + BusyRetryMillis : Infinity
+            yield* Ref.set(nextDue, Math.min(due, busyRetry))
+          }
           yield* showStatus
         })
       ).pipe(Effect.withSpan("Worker.claim"))

@@ -3,13 +3,15 @@ import { FileSystem } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Ref } from "effect"
-import { statSync, readdirSync, writeFileSync, rmSync } from "node:fs"
+import { statSync, readdirSync, renameSync, writeFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import { buildService, fileStoreAt, tempDir } from "../support/stores.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { fileLockLayer } from "../../src/store/file/FileLock.js"
+import { Lock } from "../../src/services/Lock.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 const mode = (path: string) => statSync(path).mode & 0o777
@@ -92,6 +94,43 @@ describe("file store index", () => {
       assert.strictEqual(live.queued.length, 3)
       assert.strictEqual(yield* Ref.get(reads), 3)
     })
+  )
+
+  it.scoped(
+    "a claim passes over a submission in flight (marker, no record, lock held), says so, and takes it once written",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        const store = yield* fileStoreAt(root)
+        const receipt = yield* store.submit({ clientRequestId: id("in-flight"), payload: {} })
+        // Back to the middle of that submit: its marker is there, its record not yet, its lock held
+        // by a live writer (this test, as the same identity the store knows as alive).
+        const record = join(root, "tasks", `${receipt.task_id}.json`)
+        const aside = join(root, "aside.json")
+        renameSync(record, aside)
+        const lock = yield* buildService(
+          Lock,
+          fileLockLayer(join(root, "locks")).pipe(
+            Layer.provide(Host.layerTest({})),
+            Layer.provide(NodeContext.layer)
+          )
+        )
+        const request = { workerId: "w", leaseMillis: 60_000, limit: 1 }
+        const during = yield* Effect.scoped(
+          Effect.zipRight(lock.acquire(receipt.task_id), store.claimNext(request))
+        )
+        assert.deepStrictEqual(during.claimed, [])
+        assert.strictEqual(during.busy, 1, "reported, so that a worker asks again soon")
+        assert.strictEqual(readdirSync(join(root, "index", "queued")).length, 1, "its marker is kept")
+        // The submit finishes: the next claim, through the same cached listing, takes it.
+        renameSync(aside, record)
+        const after = yield* store.claimNext(request)
+        assert.deepStrictEqual(
+          after.claimed.map((claimed) => claimed.record.task_id),
+          [receipt.task_id]
+        )
+        assert.strictEqual(after.busy, 0)
+      })
   )
 
   it.scoped("live repairs markers that disagree with their records", () =>

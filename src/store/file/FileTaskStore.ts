@@ -150,8 +150,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      * written finds the record once the lock is ours. A damaged record keeps its marker, so
      * that every pass keeps reporting it.
      */
-    const repairMarker = (taskId: TaskId, marker: string, whenBusy?: "pass over") => {
-      const body = Effect.gen(function* () {
+    const repairBody = (taskId: TaskId, marker: string) =>
+      Effect.gen(function* () {
         const loaded = yield* load(taskId).pipe(
           Effect.map(Option.getOrNull),
           Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
@@ -165,11 +165,20 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
         return Option.some(loaded)
       })
-      // Held: another writer is changing the task now, and will leave its markers right.
-      return whenBusy === undefined
-        ? locked(taskId, body)
-        : lockedUnlessBusy(taskId, body, () => Option.none<TaskRecord>())
-    }
+
+    const repairMarker = (taskId: TaskId, marker: string) => locked(taskId, repairBody(taskId, marker))
+
+    /**
+     * `repairMarker` for a claim, which never waits: "busy" when another writer holds the task
+     * now (a submission between its marker and its record, a requeue, another claim), which
+     * will leave its markers right.
+     */
+    const repairMarkerUnlessBusy = (taskId: TaskId, marker: string) =>
+      lockedUnlessBusy<Option.Option<TaskRecord> | "busy", InvalidRecord | StorageError>(
+        taskId,
+        repairBody(taskId, marker),
+        () => "busy"
+      )
 
     const invalidNames = Effect.map(Effect.zipRight(openRoot, listDirectory(fs, layout.tasks)), (names) =>
       names
@@ -252,7 +261,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       layout,
       load,
       claim: operations.claim,
-      repairMarker,
+      repairMarker: repairMarkerUnlessBusy,
       openRoot
     })
 

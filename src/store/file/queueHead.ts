@@ -57,12 +57,14 @@ export interface QueueHeadDeps {
     taskId: TaskId,
     request: ClaimRequest
   ) => Effect.Effect<Option.Option<ClaimedTask>, UnknownTask | InvalidRecord | StorageError>
-  /** Make a marker that disagrees with its record agree, under the task's lock. */
+  /**
+   * Make a marker that disagrees with its record agree, under the task's lock, and return the
+   * record as it is now; "busy" when another writer holds the task (it will set its markers).
+   */
   readonly repairMarker: (
     taskId: TaskId,
-    marker: string,
-    whenBusy: "pass over"
-  ) => Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError>
+    marker: string
+  ) => Effect.Effect<Option.Option<TaskRecord> | "busy", InvalidRecord | StorageError>
 }
 
 /** What a walk did with one marker. */
@@ -70,6 +72,8 @@ type Visit =
   | { readonly _tag: "claimed"; readonly claimed: ClaimedTask }
   /** Left in the queue: waiting, capped, damaged, or taken meanwhile by another worker's claim. */
   | { readonly _tag: "kept" }
+  /** Left in the queue: another writer held the task mid-change (a submission, a requeue). */
+  | { readonly _tag: "busy" }
   /** The marker no longer names a queued task: drop it from the listing. */
   | { readonly _tag: "gone" }
 
@@ -131,8 +135,11 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
         const record = Option.getOrUndefined(loaded.right)
         if (record?.state !== "queued") {
           const repaired = yield* deps
-            .repairMarker(taskId, marker, "pass over")
+            .repairMarker(taskId, marker)
             .pipe(Effect.catchTag("InvalidRecord", () => Effect.succeed(Option.none<TaskRecord>())))
+          // Held: most often a submission between its marker and its record, whose wake-up came
+          // with the marker. It stays in the listing, and the batch says to ask again soon.
+          if (repaired === "busy") return { _tag: "busy" } as const
           return Option.isSome(repaired) && repaired.value.state === "queued"
             ? ({ _tag: "kept" } as const)
             : ({ _tag: "gone" } as const)
@@ -174,6 +181,7 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const met = { invalid: new Array<InvalidRecordReport>(), waiting: new Array<string>() }
+        let busy = 0
         const claimed: Array<ClaimedTask> = []
         const dropped = new Set<string>()
         let room = claimRoomOf(request)
@@ -183,13 +191,14 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
           if (taskId === undefined) continue
           const outcome = yield* visit(taskId, deps.path.join(layout.queued, name), room, request, now, met)
           if (outcome._tag === "gone") dropped.add(name)
+          if (outcome._tag === "busy") busy += 1
           if (outcome._tag === "claimed") {
             claimed.push(outcome.claimed)
             dropped.add(name)
             room = takeRoom(room, providerOfPayload(outcome.claimed.record.payload))
           }
         }
-        return { claimed, dropped, met }
+        return { claimed, dropped, met, busy }
       })
 
     return Effect.fn("TaskStore.claimNext")(function* (request) {
@@ -216,7 +225,8 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
         invalid: result.met.invalid,
         waiting: waiting.length,
         next_due_at: waiting.length === 0 ? null : waiting.reduce((a, b) => (b < a ? b : a)),
-        queued: names.length
+        queued: names.length,
+        busy: result.busy
       }
     })
   })
