@@ -58,6 +58,67 @@ describe("redaction rules", () => {
     ])
       assert.isFalse(isSensitiveName(name), name)
   })
+  it("keeps counts of tokens and ordering keys, in every variant, as names, keys and text", () => {
+    const counts = [
+      "max_tokens",
+      "token_count",
+      "tokens",
+      "input_tokens",
+      "output_tokens",
+      "max_output_tokens",
+      "completion_tokens",
+      "total_tokens",
+      "tokens_used",
+      "keyword",
+      "keywords",
+      "key_count",
+      "sort_key",
+      "idempotency_key",
+      "monkey"
+    ]
+    for (const name of counts) {
+      // Spaces are left out (in prose `max tokens=5` names only `tokens`), and so is
+      // `x_tokens_2`: only `tokens` alone is a benign name, `x_tokens` is a secret (below).
+      const kept = variants(name).filter(
+        (v) => !v.includes(" ") && !(name === "tokens" && v.startsWith("x_"))
+      )
+      for (const variant of kept) {
+        assert.isFalse(isSensitiveName(variant), variant)
+        assert.deepStrictEqual(redact({ [variant]: 4096 }), { [variant]: 4096 }, variant)
+        assert.deepStrictEqual(redact({ [variant]: "kept-value" }), { [variant]: "kept-value" }, variant)
+        assert.strictEqual(redactText(`${variant}=kept-value`), `${variant}=kept-value`, variant)
+      }
+    }
+    assert.deepStrictEqual(redact({ usage: { input_tokens: 12, output_tokens: 34 }, max_tokens: 512 }), {
+      usage: { input_tokens: 12, output_tokens: 34 },
+      max_tokens: 512
+    })
+  })
+  it("still hides a lone key or token, and tokens that are secrets beside a count's words", () => {
+    const secrets = [
+      "key",
+      "keys",
+      "token",
+      "refresh_tokens",
+      "access_token",
+      "access_tokens",
+      "max_auth_token",
+      "session_token_count",
+      "sort_api_key",
+      "api_key",
+      "x_tokens",
+      "tokens_secret",
+      "github_token"
+    ]
+    for (const name of secrets)
+      for (const variant of variants(name)) {
+        assert.isTrue(isSensitiveName(variant), variant)
+        assert.deepStrictEqual(redact({ [variant]: "s3cr3t-v4lue" }), { [variant]: "[REDACTED]" }, variant)
+        // In prose a name has no spaces: `refresh tokens=…` names `tokens` alone (SECURITY.md).
+        if (!variant.includes(" "))
+          assert.notInclude(redactText(`${variant}=s3cr3t-v4lue`), "s3cr3t-v4lue", variant)
+      }
+  })
   it("redacts header pairs in both shapes, nested", () => {
     const value = {
       a: [
