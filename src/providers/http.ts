@@ -11,6 +11,7 @@ import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/error
 import type { AttemptReceipt } from "../domain/provider.js"
 import { boundedJson, boundedModel, MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
+import { redactText } from "../mcp/redactText.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
 
@@ -99,17 +100,25 @@ export const postJson = (
     )
   )
 
+/**
+ * A model name as a server reported it, fit to be stored and quoted: scrubbed by the text rules
+ * of redaction (a server is untrusted, and its "model" may hold a URL with credentials or a
+ * token), then cut at MaxReportedModelChars. Scrubbed first, so that a cut cannot leave the
+ * start of a secret in a shape the rules no longer recognise.
+ */
+export const reportedModel = (model: string): string => boundedModel(redactText(model))
+
 /** The receipt of an HTTP call; the model is what the server reported, which is not proof. */
 export const httpReceipt = (
   provider: string,
   requestedModel: string,
-  reportedModel: string | null,
+  reported: string | null,
   outcome: HttpOutcome,
   usage: unknown
 ): AttemptReceipt => ({
   provider,
   requested_model: requestedModel,
-  model: reportedModel === null ? null : boundedModel(reportedModel),
+  model: reported === null ? null : reportedModel(reported),
   model_evidence: {
     verified: false,
     source: "the model field of the server's response: reported by the server, not verified"
