@@ -7,14 +7,35 @@
 import { FileSystem, Path } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FastCheck as fc, Layer } from "effect"
+import type { Console } from "effect"
+import { Effect, FastCheck as fc, Layer, Logger, LogLevel, Schema } from "effect"
+import { PassThrough } from "node:stream"
+import { redactedStderrLogger } from "../../src/cli/redactedLogger.js"
 import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { memoryTools } from "../../src/mcp/memory/tools.js"
+import type { ToolResult } from "../../src/mcp/pipeline.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
+import type { MemoryStore } from "../../src/services/MemoryStore.js"
+import type { TaskStore } from "../../src/services/TaskStore.js"
+import { makeMcpServer } from "../../src/mcp/server.js"
+import { LineTransport } from "../../src/mcp/stdioTransport.js"
+import { tasksServer } from "../../src/mcp/tasks/server.js"
 import { redact } from "../../src/mcp/redact.js"
 import { taskTools } from "../../src/mcp/tasks/tools.js"
 import { Host } from "../../src/services/Host.js"
+import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import { tempDir } from "../support/stores.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import {
+  checkNames,
+  leaks,
+  nest,
+  plantedDeep,
+  secretInText,
+  secretText,
+  sensitiveName
+} from "./plantedSecrets.js"
 
 type Shape =
   | { readonly kind: "leaf"; readonly marker: boolean; readonly scalar: number | boolean | null }
@@ -243,5 +264,379 @@ describe("redaction through the pipeline into the audit files", () => {
         for (const marker of markers.hidden) assert.notInclude(yield* everyByteUnder(dir), marker, place)
       }).pipe(Effect.provide(NodeContext.layer)),
     { fastCheck: { numRuns: 30, seed: Seed } }
+  )
+})
+
+/*
+ * Planted secrets through every tool of both servers and every error path. Each run serves a
+ * fresh root (a file queue, a memory store, a file audit log) in-process, with the bins' logger
+ * writing to a console the test reads. A secret may not appear in an answer, an audit file, an
+ * entry AuditLog lists, or a log line.
+ */
+
+/** The bins' logger at every level, writing to lines the test can read. */
+const capturedLogs = Effect.gen(function* () {
+  const lines: Array<string> = []
+  const console = yield* Effect.console
+  const write = (...args: ReadonlyArray<unknown>) => {
+    lines.push(args.map(String).join(" "))
+  }
+  const capturing: Console.Console = {
+    ...console,
+    unsafe: {
+      ...console.unsafe,
+      error: write,
+      log: write,
+      warn: write,
+      info: write,
+      debug: write,
+      trace: write
+    }
+  }
+  const layer = Layer.mergeAll(
+    Logger.replace(Logger.defaultLogger, redactedStderrLogger),
+    Logger.minimumLogLevel(LogLevel.All)
+  )
+  return { lines, layer, console: capturing }
+})
+
+const MemoryRows = [
+  { id: "mem-1", text: "Lumen deploys need one approval.", source: "test" },
+  { id: "mem-2", text: "Deploy approval rules for Lumen: two approvals.", source: "test" }
+]
+
+/** Both servers' tools over a fresh root, audited to `<root>/audit`, logging to `logs`. */
+const servedRoot = Effect.gen(function* () {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const root = yield* tempDir
+  const memoryFile = path.join(yield* tempDir, "memory.jsonl")
+  yield* fs.writeFileString(memoryFile, MemoryRows.map((row) => `${JSON.stringify(row)}\n`).join(""))
+  const auditDir = path.join(root, "audit")
+  const stores = Layer.mergeAll(
+    AuditLog.layer(auditDir),
+    fileTaskStoreLayer({ root }),
+    memoryStoreLayer(memoryFile)
+  ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+  const logs = yield* capturedLogs
+  const answers: Array<string> = []
+  const call = (
+    server: "tasks" | "memory",
+    tool: string,
+    args: unknown
+  ): Effect.Effect<ToolResult, never, TaskStore | MemoryStore | AuditLog> => {
+    const result: Effect.Effect<ToolResult, never, TaskStore | MemoryStore | AuditLog> =
+      server === "tasks"
+        ? callTool(toolMap(taskTools), tool, args, inProcessContext("relaykeep-tasks"))
+        : callTool(toolMap(memoryTools), tool, args, inProcessContext("relaykeep-memory"))
+    return Effect.tap(result, (answer) => Effect.sync(() => answers.push(JSON.stringify(answer))))
+  }
+  /** Everything that left: answers, audit files, listed entries, log lines. */
+  const outputs = Effect.gen(function* () {
+    const listed = yield* Effect.flatMap(AuditLog, (audit) => audit.list({}))
+    return {
+      answers: answers.join("\n"),
+      audit: `${yield* everyByteUnder(auditDir)}\n${JSON.stringify(listed)}`,
+      logs: logs.lines.join("\n"),
+      entries: listed
+    }
+  })
+  const layer = Layer.mergeAll(stores, logs.layer)
+  return { root, memoryFile, call, outputs, layer, console: logs.console }
+})
+
+const assertNoLeak = (
+  outputs: { readonly answers: string; readonly audit: string; readonly logs: string },
+  secrets: ReadonlyArray<string>
+) => {
+  assert.deepStrictEqual(leaks(outputs.answers, secrets), [], "a secret in a tool answer")
+  assert.deepStrictEqual(leaks(outputs.audit, secrets), [], "a secret in the audit log")
+  assert.deepStrictEqual(leaks(outputs.logs, secrets), [], "a secret in the log")
+}
+
+type ToolName = "submit" | "read" | "cancel" | "list" | "search" | "memory-read" | "nope"
+
+/** Each tool's well-formed arguments, the field an ill-typed call replaces, the one text goes in. */
+const ToolCases: ReadonlyArray<{
+  readonly name: ToolName
+  readonly server: "tasks" | "memory"
+  readonly tool: string
+  readonly base: Readonly<Record<string, unknown>>
+  readonly typed: string
+  readonly text: string | undefined
+}> = [
+  {
+    name: "submit",
+    server: "tasks",
+    tool: "submit",
+    base: { client_request_id: "req", payload: { prompt: "hi" } },
+    typed: "client_request_id",
+    text: undefined
+  },
+  {
+    name: "read",
+    server: "tasks",
+    tool: "read",
+    base: { task_id: "a".repeat(64), payload_sha256: "b".repeat(64) },
+    typed: "task_id",
+    text: "payload_sha256"
+  },
+  {
+    name: "cancel",
+    server: "tasks",
+    tool: "cancel",
+    base: { task_id: "c".repeat(64), payload_sha256: "d".repeat(64) },
+    typed: "payload_sha256",
+    text: "task_id"
+  },
+  { name: "list", server: "tasks", tool: "list", base: {}, typed: "limit", text: "cursor" },
+  {
+    name: "search",
+    server: "memory",
+    tool: "search",
+    base: { query: "deploy" },
+    typed: "limit",
+    text: "query"
+  },
+  { name: "memory-read", server: "memory", tool: "read", base: { id: "mem-1" }, typed: "id", text: "id" },
+  { name: "nope", server: "tasks", tool: "nope", base: {}, typed: "x", text: "x" }
+]
+
+/** Arguments nested 70 levels deep, past MaxArgumentDepth. */
+const tooDeep = nest(
+  "bottom",
+  Array.from({ length: 70 }, () => ({ kind: "array" as const, at: 0 }))
+)
+
+/** A secret, and the same secret planted several ways, for one call of each path. */
+const plantings = secretText.chain((secret) =>
+  fc.record({
+    secret: fc.constant(secret),
+    extra: plantedDeep(secret),
+    typed: plantedDeep(secret),
+    deep: plantedDeep(secret),
+    payload: plantedDeep(secret),
+    text: secretInText(secret)
+  })
+)
+
+describe("planted secrets through every tool and every error path", () => {
+  it.prop(
+    "every name the generator builds is one the rules call sensitive",
+    { names: fc.array(sensitiveName, { minLength: 50, maxLength: 50 }) },
+    ({ names }) => assert.deepStrictEqual(checkNames(names), []),
+    { fastCheck: { numRuns: 200, seed: Seed } }
+  )
+
+  it.scoped.prop(
+    "valid, unknown-field, ill-typed and over-deep arguments of every tool leak nothing",
+    { cases: fc.array(plantings, { minLength: ToolCases.length, maxLength: ToolCases.length }) },
+    ({ cases }) =>
+      Effect.gen(function* () {
+        const served = yield* servedRoot
+        const expected: Array<readonly [string, string]> = []
+        yield* Effect.gen(function* () {
+          for (const [index, tool] of ToolCases.entries()) {
+            const plant = cases[index]
+            if (plant === undefined) continue
+            const paths: ReadonlyArray<readonly [string, unknown, string]> = [
+              ["extra", { ...tool.base, extra_field: plant.extra }, "invalid"],
+              ["ill-typed", { ...tool.base, [tool.typed]: plant.typed }, "invalid"],
+              ["over-deep", { ...tool.base, extra: { shallow: plant.deep, deep: tooDeep } }, "invalid"],
+              ...(tool.name === "submit"
+                ? [
+                    [
+                      "in the payload",
+                      {
+                        client_request_id: `req-${index}`,
+                        payload: { prompt: plant.text, data: plant.payload }
+                      },
+                      "ok"
+                    ] as const
+                  ]
+                : []),
+              ...(tool.text === undefined
+                ? []
+                : [["as text", { ...tool.base, [tool.text]: plant.text }, ""] as const])
+            ]
+            for (const [path, args, status] of paths) {
+              assert.include(JSON.stringify(args), plant.secret, "the secret was planted")
+              yield* served.call(tool.server, tool.tool, args)
+              expected.push([`${tool.name} ${path}`, status])
+            }
+          }
+          const outputs = yield* served.outputs
+          assert.strictEqual(outputs.entries.length, expected.length, "every call is audited once")
+          outputs.entries.forEach((entry, i) => {
+            const [where, status] = expected[i] ?? ["", ""]
+            if (status !== "") assert.strictEqual(entry.status, status, `${where}: ${entry.error?.message}`)
+          })
+          assertNoLeak(
+            outputs,
+            cases.map((plant) => plant.secret)
+          )
+        }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    { fastCheck: { numRuns: 25, seed: Seed, endOnFailure: true }, timeout: 120_000 }
+  )
+})
+
+/** Ways a stored task record is damaged so that the damaged field holds the secret. */
+const RecordDamages: ReadonlyArray<
+  readonly [string, (record: Record<string, unknown>, secret: string) => string]
+> = [
+  ["state", (record, secret) => JSON.stringify({ ...record, state: secret })],
+  ["created_at", (record, secret) => JSON.stringify({ ...record, created_at: secret })],
+  ["attempts", (record, secret) => JSON.stringify({ ...record, attempts: [{ password: secret }] })],
+  ["client_request_id", (record, secret) => JSON.stringify({ ...record, client_request_id: secret })],
+  [
+    "payload",
+    (record, secret) =>
+      JSON.stringify({ ...record, payload: { ...Object(record["payload"]), api_key: secret, note: secret } })
+  ],
+  ["unterminated", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":"${secret}`)],
+  ["bad escape", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":"${secret}\\q"}`)],
+  ["duplicate key", (record, secret) => JSON.stringify(record).replace(/}$/, `,"state":"${secret}"}`)],
+  ["bare word", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":${secret}}`)]
+]
+
+/** Damaged lines of a memory store, each holding the secret. */
+const MemoryDamages: ReadonlyArray<(secret: string) => string> = [
+  (secret) => `{"id":"mem-9","text":"x","source":"s","tags":"${secret}"}`,
+  (secret) => `{"id":"mem-9","text":"x","source":"s","password":"${secret}"}`,
+  (secret) => `{"id":"mem-9","text":"${secret}`,
+  (secret) => `{"id":"mem-9","text":"x","source":${secret}}`,
+  (secret) => `{"id":"mem-9","text":"x","source":"s","source":"${secret}"}`,
+  (secret) => `{"id":"mem-9","text":"x\\u${secret}","source":"s"}`
+]
+
+const ReceiptOf = Schema.decodeUnknownSync(
+  Schema.Struct({
+    structuredContent: Schema.Struct({ task_id: Schema.String, payload_sha256: Schema.String })
+  })
+)
+
+describe("planted secrets in damaged records", () => {
+  it.scoped.prop(
+    "a damaged task record or memory store whose field holds a secret leaks it nowhere",
+    {
+      tasks: fc.array(fc.tuple(secretText, fc.integer({ min: 0, max: RecordDamages.length - 1 })), {
+        minLength: 1,
+        maxLength: 3
+      }),
+      memory: fc.tuple(secretText, fc.integer({ min: 0, max: MemoryDamages.length - 1 }))
+    },
+    ({ memory, tasks }) =>
+      Effect.gen(function* () {
+        const fs = yield* FileSystem.FileSystem
+        const path = yield* Path.Path
+        const served = yield* servedRoot
+        yield* Effect.gen(function* () {
+          const answers: Array<string> = []
+          for (const [index, [secret, damage]] of tasks.entries()) {
+            const args = { client_request_id: `req-${index}`, payload: { prompt: "hi", password: secret } }
+            const receipt = ReceiptOf(yield* served.call("tasks", "submit", args)).structuredContent
+            const file = path.join(served.root, "tasks", `${receipt.task_id}.json`)
+            const [name, damaged] = RecordDamages[damage] ?? RecordDamages[0] ?? ["", () => ""]
+            const record: unknown = JSON.parse(yield* fs.readFileString(file))
+            if (typeof record !== "object" || record === null) return assert.fail("a record is an object")
+            yield* fs.writeFileString(file, damaged({ ...record }, secret))
+            const read = yield* served.call("tasks", "read", receipt)
+            assert.match(read.content[0]?.text ?? "", /^InvalidRecord: /, name)
+            yield* served.call("tasks", "cancel", receipt)
+            yield* served.call("tasks", "read", { ...receipt, wait_seconds: 0 })
+            yield* served.call("tasks", "submit", args)
+            answers.push(name)
+          }
+          yield* served.call("tasks", "list", {})
+          const [memorySecret, memoryDamage] = memory
+          const line = (MemoryDamages[memoryDamage] ?? (() => ""))(memorySecret)
+          yield* fs.writeFileString(
+            served.memoryFile,
+            `${MemoryRows.map((row) => JSON.stringify(row)).join("\n")}\n${line}\n`
+          )
+          const search = yield* served.call("memory", "search", { query: "deploy" })
+          assert.match(search.content[0]?.text ?? "", /^InvalidRecord: /, line)
+          yield* served.call("memory", "read", { id: "mem-1" })
+          assertNoLeak(yield* served.outputs, [...tasks.map(([secret]) => secret), memorySecret])
+        }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    { fastCheck: { numRuns: 25, seed: Seed, endOnFailure: true }, timeout: 120_000 }
+  )
+})
+
+/** Lines an MCP client could send that our parser refuses, each holding the secret. */
+const BrokenArguments: ReadonlyArray<(s: string) => string> = [
+  (s) => `{"password":"${s}`,
+  (s) => `{"password":"${s}\\q"}`,
+  (s) => `{"password":"${s}","password":"x"}`,
+  (s) => `{"note":${s}}`,
+  (s) => `{"password":"${s}"} trailing ${s}`,
+  (s) => `{"password":"${s}","n":123456789012345678901234567890}`,
+  (s) => `{"password":"${s}\t"}`,
+  (s) => `{"password":"\\ud800${s}"}`,
+  (s) => `{"password":"${s}", "deep": ${"[".repeat(1100)}${"]".repeat(1100)}}`
+]
+const BrokenLines: ReadonlyArray<(secret: string) => Buffer> = BrokenArguments.map(
+  (args) => (secret: string) =>
+    Buffer.from(
+      `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"submit","arguments":${args(secret)}}}`
+    )
+)
+
+describe("planted secrets in JSON that does not parse", () => {
+  it.scopedLive.prop(
+    "each refused line is answered with an error that quotes none of it",
+    { secret: secretText, extra: fc.integer({ min: 0, max: BrokenLines.length - 1 }) },
+    ({ extra, secret }) =>
+      Effect.gen(function* () {
+        const served = yield* servedRoot
+        yield* Effect.gen(function* () {
+          const { server } = yield* makeMcpServer(tasksServer)
+          const input = new PassThrough()
+          const output = new PassThrough()
+          const lines: Array<string> = []
+          output.on("data", (chunk: Buffer) =>
+            lines.push(...chunk.toString("utf8").split("\n").filter(Boolean))
+          )
+          yield* Effect.acquireRelease(
+            Effect.promise(() => server.connect(new LineTransport(input, output))),
+            () => Effect.promise(() => server.close())
+          )
+          const sent = [
+            ...BrokenLines.map((line) => line(secret)),
+            // The same line with invalid UTF-8 after the secret.
+            Buffer.concat([
+              (BrokenLines[extra] ?? BrokenLines[0] ?? (() => Buffer.alloc(0)))(secret),
+              Buffer.from([0xff])
+            ]),
+            Buffer.concat([
+              Buffer.from(`{"password":"${secret}`),
+              Buffer.from([0xc3, 0x28]),
+              Buffer.from(`"}`)
+            ]),
+            Buffer.from(`{"password":"${secret}"}`)
+          ]
+          for (const line of sent) input.write(Buffer.concat([line, Buffer.from("\n")]))
+          yield* Effect.promise(
+            () =>
+              new Promise<void>((resolve) => {
+                const check = () => (lines.length >= sent.length ? resolve() : setTimeout(check, 5))
+                check()
+              })
+          ).pipe(Effect.timeout("10 seconds"))
+          assert.strictEqual(lines.length, sent.length, "every line is answered once")
+          // Arguments nested too deep are the one refusal left to the pipeline: a tool error, audited.
+          for (const line of lines)
+            assert.match(
+              line,
+              /"error":\{"code":-32(700|600),"message":"(Parse error|Invalid Request): |"isError":true/,
+              line
+            )
+          assert.strictEqual(lines.filter((line) => line.includes('"isError":true')).length, 1)
+          assertNoLeak({ ...(yield* served.outputs), answers: lines.join("\n") }, [secret])
+        }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
+      }).pipe(Effect.provide(NodeContext.layer)),
+    { fastCheck: { numRuns: 20, seed: Seed, endOnFailure: true } }
   )
 })
