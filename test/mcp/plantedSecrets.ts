@@ -3,7 +3,9 @@
  * of redactRules.ts (in every case, with every separator, camelCase and full-width), in header
  * pairs, and in the text shapes redactText.ts knows (URL user-info, `name=value`, Bearer), at a
  * random depth of otherwise ordinary JSON. Each secret is a distinct random string of 34
- * characters in no known token format, so finding it (or half of it) anywhere is a leak.
+ * characters in no known token format, so finding it (or half of it) anywhere is a leak. Also:
+ * damaged task records and memory store lines, and JSON-RPC lines that do not parse, each
+ * holding a secret where the damage is.
  */
 import { FastCheck as fc } from "effect"
 import { Fragments, isSensitiveName, Phrases, Words } from "../../src/mcp/redactRules.js"
@@ -149,3 +151,51 @@ export const plantedDeep = (secret: string): fc.Arbitrary<unknown> =>
 /** A sanity check of the generator itself: every name it builds is one the rules call sensitive. */
 export const checkNames = (names: ReadonlyArray<string>): ReadonlyArray<string> =>
   names.filter((name) => !isSensitiveName(name))
+
+/** Ways a stored task record is damaged so that the damaged field holds the secret. */
+export const RecordDamages: ReadonlyArray<
+  readonly [string, (record: Record<string, unknown>, secret: string) => string]
+> = [
+  ["state", (record, secret) => JSON.stringify({ ...record, state: secret })],
+  ["created_at", (record, secret) => JSON.stringify({ ...record, created_at: secret })],
+  ["attempts", (record, secret) => JSON.stringify({ ...record, attempts: [{ password: secret }] })],
+  ["client_request_id", (record, secret) => JSON.stringify({ ...record, client_request_id: secret })],
+  [
+    "payload",
+    (record, secret) =>
+      JSON.stringify({ ...record, payload: { ...Object(record["payload"]), api_key: secret, note: secret } })
+  ],
+  ["unterminated", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":"${secret}`)],
+  ["bad escape", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":"${secret}\\q"}`)],
+  ["duplicate key", (record, secret) => JSON.stringify(record).replace(/}$/, `,"state":"${secret}"}`)],
+  ["bare word", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":${secret}}`)]
+]
+
+/** Damaged lines of a memory store, each holding the secret. */
+export const MemoryDamages: ReadonlyArray<(secret: string) => string> = [
+  (secret) => `{"id":"mem-9","text":"x","source":"s","tags":"${secret}"}`,
+  (secret) => `{"id":"mem-9","text":"x","source":"s","password":"${secret}"}`,
+  (secret) => `{"id":"mem-9","text":"${secret}`,
+  (secret) => `{"id":"mem-9","text":"x","source":${secret}}`,
+  (secret) => `{"id":"mem-9","text":"x","source":"s","source":"${secret}"}`,
+  (secret) => `{"id":"mem-9","text":"x\\u${secret}","source":"s"}`
+]
+
+/** Lines an MCP client could send that our parser refuses, each holding the secret. */
+const BrokenArguments: ReadonlyArray<(s: string) => string> = [
+  (s) => `{"password":"${s}`,
+  (s) => `{"password":"${s}\\q"}`,
+  (s) => `{"password":"${s}","password":"x"}`,
+  (s) => `{"note":${s}}`,
+  (s) => `{"password":"${s}"} trailing ${s}`,
+  (s) => `{"password":"${s}","n":123456789012345678901234567890}`,
+  (s) => `{"password":"${s}\t"}`,
+  (s) => `{"password":"\\ud800${s}"}`,
+  (s) => `{"password":"${s}", "deep": ${"[".repeat(1100)}${"]".repeat(1100)}}`
+]
+export const BrokenLines: ReadonlyArray<(secret: string) => Buffer> = BrokenArguments.map(
+  (args) => (secret: string) =>
+    Buffer.from(
+      `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"submit","arguments":${args(secret)}}}`
+    )
+)

@@ -3,39 +3,40 @@
  * markers; markers under a sensitive key (at any depth, in any case, inside arrays) must vanish
  * and every other marker must survive: first through `redact` alone, then through the real
  * tasks `submit` tool and the file audit log.
+ *
+ * Then planted secrets (plantedSecrets.ts) through every tool of both servers served in-process
+ * (servedRoot.ts) and every error path: unknown fields, ill-typed and over-deep arguments, an
+ * unknown tool, damaged task records and memory stores whose field holds the secret, and
+ * JSON-RPC lines that do not parse. A secret may not appear in an answer, an audit file, an
+ * entry AuditLog lists, or a line the bins' logger writes.
  */
 import { FileSystem, Path } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import type { Console } from "effect"
-import { Effect, FastCheck as fc, Layer, Logger, LogLevel, Schema } from "effect"
+import { Effect, FastCheck as fc, Layer, Schema } from "effect"
 import { PassThrough } from "node:stream"
-import { redactedStderrLogger } from "../../src/cli/redactedLogger.js"
 import { AuditLog } from "../../src/mcp/AuditLog.js"
-import { memoryTools } from "../../src/mcp/memory/tools.js"
-import type { ToolResult } from "../../src/mcp/pipeline.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
-import type { MemoryStore } from "../../src/services/MemoryStore.js"
-import type { TaskStore } from "../../src/services/TaskStore.js"
+import { redact } from "../../src/mcp/redact.js"
 import { makeMcpServer } from "../../src/mcp/server.js"
 import { LineTransport } from "../../src/mcp/stdioTransport.js"
 import { tasksServer } from "../../src/mcp/tasks/server.js"
-import { redact } from "../../src/mcp/redact.js"
 import { taskTools } from "../../src/mcp/tasks/tools.js"
 import { Host } from "../../src/services/Host.js"
-import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
-import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
-import { tempDir } from "../support/stores.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { tempDir } from "../support/stores.js"
 import {
+  BrokenLines,
   checkNames,
-  leaks,
+  MemoryDamages,
   nest,
   plantedDeep,
+  RecordDamages,
   secretInText,
   secretText,
   sensitiveName
 } from "./plantedSecrets.js"
+import { assertNoLeak, everyByteUnder, MemoryRows, servedRoot } from "./servedRoot.js"
 
 type Shape =
   | { readonly kind: "leaf"; readonly marker: boolean; readonly scalar: number | boolean | null }
@@ -183,19 +184,6 @@ describe("redact (pure)", () => {
   )
 })
 
-/** Every byte of every file under `dir`, as text. */
-const everyByteUnder = (dir: string) =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const texts: Array<string> = []
-    for (const name of yield* fs.readDirectory(dir, { recursive: true })) {
-      const file = path.join(dir, name)
-      if ((yield* fs.stat(file)).type === "File") texts.push(yield* fs.readFileString(file))
-    }
-    return texts.join("\n")
-  })
-
 /** The tasks tools over a memory queue, audited to files in a fresh `<temp>/audit`. */
 const auditedTasks = Effect.gen(function* () {
   const path = yield* Path.Path
@@ -266,93 +254,6 @@ describe("redaction through the pipeline into the audit files", () => {
     { fastCheck: { numRuns: 30, seed: Seed } }
   )
 })
-
-/*
- * Planted secrets through every tool of both servers and every error path. Each run serves a
- * fresh root (a file queue, a memory store, a file audit log) in-process, with the bins' logger
- * writing to a console the test reads. A secret may not appear in an answer, an audit file, an
- * entry AuditLog lists, or a log line.
- */
-
-/** The bins' logger at every level, writing to lines the test can read. */
-const capturedLogs = Effect.gen(function* () {
-  const lines: Array<string> = []
-  const console = yield* Effect.console
-  const write = (...args: ReadonlyArray<unknown>) => {
-    lines.push(args.map(String).join(" "))
-  }
-  const capturing: Console.Console = {
-    ...console,
-    unsafe: {
-      ...console.unsafe,
-      error: write,
-      log: write,
-      warn: write,
-      info: write,
-      debug: write,
-      trace: write
-    }
-  }
-  const layer = Layer.mergeAll(
-    Logger.replace(Logger.defaultLogger, redactedStderrLogger),
-    Logger.minimumLogLevel(LogLevel.All)
-  )
-  return { lines, layer, console: capturing }
-})
-
-const MemoryRows = [
-  { id: "mem-1", text: "Lumen deploys need one approval.", source: "test" },
-  { id: "mem-2", text: "Deploy approval rules for Lumen: two approvals.", source: "test" }
-]
-
-/** Both servers' tools over a fresh root, audited to `<root>/audit`, logging to `logs`. */
-const servedRoot = Effect.gen(function* () {
-  const fs = yield* FileSystem.FileSystem
-  const path = yield* Path.Path
-  const root = yield* tempDir
-  const memoryFile = path.join(yield* tempDir, "memory.jsonl")
-  yield* fs.writeFileString(memoryFile, MemoryRows.map((row) => `${JSON.stringify(row)}\n`).join(""))
-  const auditDir = path.join(root, "audit")
-  const stores = Layer.mergeAll(
-    AuditLog.layer(auditDir),
-    fileTaskStoreLayer({ root }),
-    memoryStoreLayer(memoryFile)
-  ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
-  const logs = yield* capturedLogs
-  const answers: Array<string> = []
-  const call = (
-    server: "tasks" | "memory",
-    tool: string,
-    args: unknown
-  ): Effect.Effect<ToolResult, never, TaskStore | MemoryStore | AuditLog> => {
-    const result: Effect.Effect<ToolResult, never, TaskStore | MemoryStore | AuditLog> =
-      server === "tasks"
-        ? callTool(toolMap(taskTools), tool, args, inProcessContext("relaykeep-tasks"))
-        : callTool(toolMap(memoryTools), tool, args, inProcessContext("relaykeep-memory"))
-    return Effect.tap(result, (answer) => Effect.sync(() => answers.push(JSON.stringify(answer))))
-  }
-  /** Everything that left: answers, audit files, listed entries, log lines. */
-  const outputs = Effect.gen(function* () {
-    const listed = yield* Effect.flatMap(AuditLog, (audit) => audit.list({}))
-    return {
-      answers: answers.join("\n"),
-      audit: `${yield* everyByteUnder(auditDir)}\n${JSON.stringify(listed)}`,
-      logs: logs.lines.join("\n"),
-      entries: listed
-    }
-  })
-  const layer = Layer.mergeAll(stores, logs.layer)
-  return { root, memoryFile, call, outputs, layer, console: logs.console }
-})
-
-const assertNoLeak = (
-  outputs: { readonly answers: string; readonly audit: string; readonly logs: string },
-  secrets: ReadonlyArray<string>
-) => {
-  assert.deepStrictEqual(leaks(outputs.answers, secrets), [], "a secret in a tool answer")
-  assert.deepStrictEqual(leaks(outputs.audit, secrets), [], "a secret in the audit log")
-  assert.deepStrictEqual(leaks(outputs.logs, secrets), [], "a secret in the log")
-}
 
 type ToolName = "submit" | "read" | "cancel" | "list" | "search" | "memory-read" | "nope"
 
@@ -481,35 +382,6 @@ describe("planted secrets through every tool and every error path", () => {
   )
 })
 
-/** Ways a stored task record is damaged so that the damaged field holds the secret. */
-const RecordDamages: ReadonlyArray<
-  readonly [string, (record: Record<string, unknown>, secret: string) => string]
-> = [
-  ["state", (record, secret) => JSON.stringify({ ...record, state: secret })],
-  ["created_at", (record, secret) => JSON.stringify({ ...record, created_at: secret })],
-  ["attempts", (record, secret) => JSON.stringify({ ...record, attempts: [{ password: secret }] })],
-  ["client_request_id", (record, secret) => JSON.stringify({ ...record, client_request_id: secret })],
-  [
-    "payload",
-    (record, secret) =>
-      JSON.stringify({ ...record, payload: { ...Object(record["payload"]), api_key: secret, note: secret } })
-  ],
-  ["unterminated", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":"${secret}`)],
-  ["bad escape", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":"${secret}\\q"}`)],
-  ["duplicate key", (record, secret) => JSON.stringify(record).replace(/}$/, `,"state":"${secret}"}`)],
-  ["bare word", (record, secret) => JSON.stringify(record).replace(/}$/, `,"note":${secret}}`)]
-]
-
-/** Damaged lines of a memory store, each holding the secret. */
-const MemoryDamages: ReadonlyArray<(secret: string) => string> = [
-  (secret) => `{"id":"mem-9","text":"x","source":"s","tags":"${secret}"}`,
-  (secret) => `{"id":"mem-9","text":"x","source":"s","password":"${secret}"}`,
-  (secret) => `{"id":"mem-9","text":"${secret}`,
-  (secret) => `{"id":"mem-9","text":"x","source":${secret}}`,
-  (secret) => `{"id":"mem-9","text":"x","source":"s","source":"${secret}"}`,
-  (secret) => `{"id":"mem-9","text":"x\\u${secret}","source":"s"}`
-]
-
 const ReceiptOf = Schema.decodeUnknownSync(
   Schema.Struct({
     structuredContent: Schema.Struct({ task_id: Schema.String, payload_sha256: Schema.String })
@@ -564,25 +436,6 @@ describe("planted secrets in damaged records", () => {
     { fastCheck: { numRuns: 25, seed: Seed, endOnFailure: true }, timeout: 120_000 }
   )
 })
-
-/** Lines an MCP client could send that our parser refuses, each holding the secret. */
-const BrokenArguments: ReadonlyArray<(s: string) => string> = [
-  (s) => `{"password":"${s}`,
-  (s) => `{"password":"${s}\\q"}`,
-  (s) => `{"password":"${s}","password":"x"}`,
-  (s) => `{"note":${s}}`,
-  (s) => `{"password":"${s}"} trailing ${s}`,
-  (s) => `{"password":"${s}","n":123456789012345678901234567890}`,
-  (s) => `{"password":"${s}\t"}`,
-  (s) => `{"password":"\\ud800${s}"}`,
-  (s) => `{"password":"${s}", "deep": ${"[".repeat(1100)}${"]".repeat(1100)}}`
-]
-const BrokenLines: ReadonlyArray<(secret: string) => Buffer> = BrokenArguments.map(
-  (args) => (secret: string) =>
-    Buffer.from(
-      `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"submit","arguments":${args(secret)}}}`
-    )
-)
 
 describe("planted secrets in JSON that does not parse", () => {
   it.scopedLive.prop(
