@@ -26,7 +26,7 @@ export const secretParts = (secret: string): ReadonlyArray<string> => [
 export const leaks = (text: string, secrets: ReadonlyArray<string>): ReadonlyArray<string> =>
   secrets.filter((secret) => secretParts(secret).some((part) => text.includes(part)))
 
-type Rule = { readonly kind: "word" | "phrase" | "fragment"; readonly segments: ReadonlyArray<string> }
+export type Rule = { readonly kind: "word" | "phrase" | "fragment"; readonly segments: ReadonlyArray<string> }
 
 const rules: fc.Arbitrary<Rule> = fc.oneof(
   fc.constantFrom(...Words).map((word): Rule => ({ kind: "word", segments: [word] })),
@@ -47,11 +47,42 @@ const fullWidth = (text: string): string =>
     .map((c) => (/[A-Za-z0-9]/.test(c) ? String.fromCodePoint((c.codePointAt(0) ?? 0) + 0xfee0) : c))
     .join("")
 
+export interface Spelling {
+  readonly rule: Rule
+  readonly before: string | undefined
+  readonly after: string | undefined
+  readonly separator: (typeof Separators)[number]
+  readonly letterCase: (typeof Cases)[number]
+  readonly wide: boolean
+}
+
 /**
  * A sensitive name built from one rule: `DB_PASSWORD`, `old-api-key`, `userDatabaseUrl`,
  * `ＪＷＴ`. A word is a whole segment, so it gets affixes only where a separator (or camelCase)
  * keeps it apart from them.
  */
+export const spell = ({ after, before, letterCase, rule, separator, wide }: Spelling): string => {
+  const apart = separator !== "" || rule.kind !== "word"
+  const segments = [
+    ...(apart && before !== undefined ? [before] : []),
+    ...rule.segments,
+    ...(apart && after !== undefined ? [after] : [])
+  ]
+  const joined =
+    separator === "camel"
+      ? segments.map((segment, index) => (index === 0 ? segment : capital(segment))).join("")
+      : segments.join(separator)
+  const cased =
+    separator === "camel"
+      ? joined
+      : letterCase === "upper"
+        ? joined.toUpperCase()
+        : letterCase === "capital"
+          ? capital(joined)
+          : joined
+  return wide ? fullWidth(cased) : cased
+}
+
 export const sensitiveName: fc.Arbitrary<string> = fc
   .record({
     rule: rules,
@@ -61,27 +92,39 @@ export const sensitiveName: fc.Arbitrary<string> = fc
     letterCase: fc.constantFrom(...Cases),
     wide: fc.boolean()
   })
-  .map(({ after, before, letterCase, rule, separator, wide }) => {
-    const apart = separator !== "" || rule.kind !== "word"
-    const segments = [
-      ...(apart && before !== undefined ? [before] : []),
-      ...rule.segments,
-      ...(apart && after !== undefined ? [after] : [])
-    ]
-    const joined =
-      separator === "camel"
-        ? segments.map((segment, index) => (index === 0 ? segment : capital(segment))).join("")
-        : segments.join(separator)
-    const cased =
-      separator === "camel"
-        ? joined
-        : letterCase === "upper"
-          ? joined.toUpperCase()
-          : letterCase === "capital"
-            ? capital(joined)
-            : joined
-    return wide ? fullWidth(cased) : cased
-  })
+  .map(spell)
+
+/** Every rule of the rule set, as data for `spell`. */
+export const EveryRule: ReadonlyArray<Rule> = [
+  ...Words.map((word): Rule => ({ kind: "word", segments: [word] })),
+  ...Phrases.map((phrase): Rule => ({ kind: "phrase", segments: phrase })),
+  ...Fragments.map((fragment): Rule => ({ kind: "fragment", segments: [fragment] }))
+]
+
+/**
+ * Every spelling of one rule: each separator (camelCase among them) in each case, narrow and
+ * full-width, bare and between affixes. Distinct names only (camelCase ignores the case).
+ */
+export const everySpelling = (rule: Rule): ReadonlyArray<string> => [
+  ...new Set(
+    Separators.flatMap((separator) =>
+      Cases.flatMap((letterCase) =>
+        [false, true].flatMap((wide) =>
+          [undefined, "db"].map((affix) =>
+            spell({
+              rule,
+              before: affix,
+              after: affix === undefined ? undefined : "old",
+              separator,
+              letterCase,
+              wide
+            })
+          )
+        )
+      )
+    )
+  )
+]
 
 /** Keys that no rule matches, and that are not the members of a header pair. */
 const BenignKeys = ["data", "items", "nested", "config", "list", "meta", "options", "note", "x"]

@@ -14,6 +14,7 @@ import { FileSystem, Path } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck as fc, Layer, Schema } from "effect"
+import { randomBytes } from "node:crypto"
 import { PassThrough } from "node:stream"
 import { AuditLog } from "../../src/mcp/AuditLog.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
@@ -28,6 +29,8 @@ import { tempDir } from "../support/stores.js"
 import {
   BrokenLines,
   checkNames,
+  everySpelling,
+  EveryRule,
   MemoryDamages,
   nest,
   plantedDeep,
@@ -327,6 +330,42 @@ describe("planted secrets through every tool and every error path", () => {
     { names: fc.array(sensitiveName, { minLength: 50, maxLength: 50 }) },
     ({ names }) => assert.deepStrictEqual(checkNames(names), []),
     { fastCheck: { numRuns: 200, seed: Seed } }
+  )
+
+  it.scoped("every rule in every spelling, in an accepted payload and in a refused call, leaks nothing", () =>
+    Effect.gen(function* () {
+      const served = yield* servedRoot
+      const secrets: Array<string> = []
+      yield* Effect.gen(function* () {
+        for (const [index, rule] of EveryRule.entries()) {
+          const names = everySpelling(rule)
+          assert.deepStrictEqual(checkNames(names), [], rule.segments.join(" "))
+          const planted = Object.fromEntries(
+            names.map((name) => {
+              const secret = `zQ9${randomBytes(16).toString("hex")}`
+              secrets.push(secret)
+              return [name, secret]
+            })
+          )
+          const submitted = yield* served.call("tasks", "submit", {
+            client_request_id: `rule-${index}`,
+            payload: { prompt: "hi", planted }
+          })
+          assert.notStrictEqual(submitted.isError, true, submitted.content[0]?.text)
+          const refused = yield* served.call("tasks", "read", {
+            task_id: "a".repeat(64),
+            payload_sha256: "b".repeat(64),
+            planted
+          })
+          assert.strictEqual(refused.isError, true)
+        }
+        const outputs = yield* served.outputs
+        assert.strictEqual(outputs.entries.length, EveryRule.length * 2)
+        // Nothing was shortened, so every planted key is in the audit log to be looked at.
+        assert.isTrue(outputs.entries.every((entry) => entry.arguments_truncated === undefined))
+        assertNoLeak(outputs, secrets)
+      }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
+    }).pipe(Effect.provide(NodeContext.layer))
   )
 
   it.scoped.prop(
