@@ -71,7 +71,8 @@ export const postJson = (
             ? error
             : new ProviderFailed({
                 provider,
-                reason: `could not reach ${url}: ${error.message}`,
+                // The URL may carry user-info, and the error may quote the server: both are scrubbed.
+                reason: redactText(`could not reach ${url}: ${error.message}`),
                 retryable: true
               })
         )
@@ -143,6 +144,7 @@ export const statusFailure = (provider: string, outcome: HttpOutcome, receipt: A
         ? `HTTP ${outcome.status}: redirects are not followed`
         : `HTTP ${outcome.status}`,
     retryable: outcome.status === 429 || outcome.status >= 500,
-    stdout_error: truncate(outcome.text.trim(), MaxDetailChars),
+    // The server's own words, untrusted: scrubbed before the cut, like a reported model.
+    stdout_error: truncate(redactText(outcome.text.trim()), MaxDetailChars),
     receipt
   })
