@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { AttemptReceipt } from "./provider.js"
+import { AttemptReceipt, quotedModel } from "./provider.js"
 
 /** The same client request id was submitted earlier with a different payload. Nothing changed. */
 export class ConflictError extends Schema.TaggedError<ConflictError>()("ConflictError", {
@@ -161,7 +161,11 @@ export class OutputTooLarge extends Schema.TaggedError<OutputTooLarge>()("Output
   }
 }
 
-/** A local model server answered as a different model than the one requested. */
+/**
+ * A local model server answered as a different model than the one requested. `reported` is the
+ * server's text: the providers scrub and cut it before it gets here (http.ts, reportedModel);
+ * the message bounds both names again, whoever built the error.
+ */
 export class ModelMismatch extends Schema.TaggedError<ModelMismatch>()("ModelMismatch", {
   provider: Schema.String,
   requested: Schema.String,
@@ -169,7 +173,7 @@ export class ModelMismatch extends Schema.TaggedError<ModelMismatch>()("ModelMis
   ...FailureDetail
 }) {
   override get message() {
-    return `${this.provider} reported model ${JSON.stringify(this.reported)}, not the requested ${JSON.stringify(this.requested)} (as reported by the server, not verified)`
+    return `${this.provider} reported model ${quotedModel(this.reported)}, not the requested ${quotedModel(this.requested)} (as reported by the server, not verified)`
   }
 }
 

@@ -127,6 +127,13 @@ export const MaxReportedJsonBytes = 8 * 1024
 export const boundedModel = (model: string): string => truncate(model, MaxReportedModelChars)
 
 /**
+ * A model name quoted in a message, as JSON: cut like boundedModel, unless it is one already
+ * (a name boundedModel cut is left as it is, its mark included).
+ */
+export const quotedModel = (model: string): string =>
+  JSON.stringify(model.length <= MaxReportedModelChars + Truncated.length + 1 ? model : boundedModel(model))
+
+/**
  * A JSON value a provider reported (usage, per-model usage), kept whole up to
  * MaxReportedJsonBytes; past that, only its size, so a runaway server cannot bloat the record.
  */

@@ -12,6 +12,13 @@
  * A name is sensitive when one of its segments is one of `Words` (so `key` and `api_key` are,
  * `monkey` and `keyboard` are not), or when its segments written together contain one of
  * `Phrases` or `Fragments` (so `PRIVATEKEY`, `database_url` and `refreshTokens` are).
+ *
+ * Two of those words are also everyday names of things that are not secrets: a count of
+ * tokens (`max_tokens`, `input_tokens`, `token_count`) and a key that orders or identifies
+ * (`sort_key`, `key_count`). `Quantities` lists, for each, the segments that say so when
+ * written right beside it; such a segment is then not a secret by itself (`max_tokens` keeps
+ * its value, `refresh_tokens` and `max_auth_token` do not). `BenignNames` are whole names let
+ * go as they are (`tokens`, the usual count). A lone `key` or `token` stays a secret.
  */
 
 /** Segments that are secrets by themselves, matched whole. */
@@ -90,7 +97,47 @@ export const Fragments: ReadonlyArray<string> = [
   "token"
 ]
 
+/**
+ * Segments that are no secret when one of `beside` is written right before or after them:
+ * `max_tokens`, `tokens_used`, `sort_key`, `key_count`. Only whole segments: `maxtokens` run
+ * together is still caught by the fragment `token`.
+ */
+export const Quantities: ReadonlyArray<{
+  readonly segments: ReadonlyArray<string>
+  readonly beside: ReadonlyArray<string>
+}> = [
+  {
+    segments: ["token", "tokens"],
+    beside: [
+      "budget",
+      "cached",
+      "completion",
+      "count",
+      "counts",
+      "input",
+      "limit",
+      "max",
+      "min",
+      "num",
+      "output",
+      "prompt",
+      "reasoning",
+      "remaining",
+      "total",
+      "used"
+    ]
+  },
+  {
+    segments: ["key", "keys"],
+    beside: ["count", "counts", "foreign", "idempotency", "partition", "primary", "sort"]
+  }
+]
+
+/** Whole names that are no secret, though a rule would match them: `tokens` is a count. */
+export const BenignNames: ReadonlyArray<string> = ["tokens"]
+
 const WordSet: ReadonlySet<string> = new Set(Words)
+const BenignSet: ReadonlySet<string> = new Set(BenignNames)
 const Joined: ReadonlyArray<string> = [...Phrases.map((phrase) => phrase.join("")), ...Fragments]
 
 /**
@@ -115,13 +162,27 @@ const Needles: ReadonlyArray<string> = [
 ]
 const Printable = /^[\x20-\x7e]*$/
 
+/** Whether the segment at `index` counts or orders something (`Quantities`), by its neighbours. */
+const quantityAt = (segments: ReadonlyArray<string>, index: number): boolean => {
+  const segment = segments[index] ?? ""
+  const neighbours = [segments[index - 1], segments[index + 1]]
+  return Quantities.some(
+    (rule) =>
+      rule.segments.includes(segment) &&
+      neighbours.some((neighbour) => neighbour !== undefined && rule.beside.includes(neighbour))
+  )
+}
+
 /** Whether values under this name are secrets, by the rules above. */
 export const isSensitiveName = (name: string): boolean => {
   const cut = name.length > MaxNameChars ? name.slice(0, MaxNameChars) : name
   // NFKC leaves printable ASCII as it is.
   const lower = (Printable.test(cut) ? cut : cut.normalize("NFKC")).toLowerCase()
   if (!Needles.some((needle) => lower.includes(needle))) return false
-  const segments = nameSegments(cut)
+  const all = nameSegments(cut)
+  if (BenignSet.has(all.join(" "))) return false
+  // A quantity's segment is left out; a gap keeps what stood around it from being joined.
+  const segments = all.map((segment, index) => (quantityAt(all, index) ? "|" : segment))
   if (segments.some((segment) => WordSet.has(segment))) return true
   const joined = segments.join("")
   return Joined.some((fragment) => joined.includes(fragment))

@@ -11,6 +11,7 @@ import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/error
 import type { AttemptReceipt } from "../domain/provider.js"
 import { boundedJson, boundedModel, MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
+import { redactText } from "../mcp/redactText.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
 
@@ -70,7 +71,8 @@ export const postJson = (
             ? error
             : new ProviderFailed({
                 provider,
-                reason: `could not reach ${url}: ${error.message}`,
+                // The URL may carry user-info, and the error may quote the server: both are scrubbed.
+                reason: redactText(`could not reach ${url}: ${error.message}`),
                 retryable: true
               })
         )
@@ -99,17 +101,25 @@ export const postJson = (
     )
   )
 
+/**
+ * A model name as a server reported it, fit to be stored and quoted: scrubbed by the text rules
+ * of redaction (a server is untrusted, and its "model" may hold a URL with credentials or a
+ * token), then cut at MaxReportedModelChars. Scrubbed first, so that a cut cannot leave the
+ * start of a secret in a shape the rules no longer recognise.
+ */
+export const reportedModel = (model: string): string => boundedModel(redactText(model))
+
 /** The receipt of an HTTP call; the model is what the server reported, which is not proof. */
 export const httpReceipt = (
   provider: string,
   requestedModel: string,
-  reportedModel: string | null,
+  reported: string | null,
   outcome: HttpOutcome,
   usage: unknown
 ): AttemptReceipt => ({
   provider,
   requested_model: requestedModel,
-  model: reportedModel === null ? null : boundedModel(reportedModel),
+  model: reported === null ? null : reportedModel(reported),
   model_evidence: {
     verified: false,
     source: "the model field of the server's response: reported by the server, not verified"
@@ -134,6 +144,7 @@ export const statusFailure = (provider: string, outcome: HttpOutcome, receipt: A
         ? `HTTP ${outcome.status}: redirects are not followed`
         : `HTTP ${outcome.status}`,
     retryable: outcome.status === 429 || outcome.status >= 500,
-    stdout_error: truncate(outcome.text.trim(), MaxDetailChars),
+    // The server's own words, untrusted: scrubbed before the cut, like a reported model.
+    stdout_error: truncate(redactText(outcome.text.trim()), MaxDetailChars),
     receipt
   })

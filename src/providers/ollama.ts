@@ -1,11 +1,10 @@
 /** Ollama on this machine: POST /api/generate, non-streaming, the model in the JSON body. */
-import { boundedModel } from "../domain/provider.js"
 import type { HttpClient } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
 import { ModelMismatch, ProviderFailed, ProviderUnavailable } from "../domain/errors.js"
 import { decodePayload } from "./payload.js"
 import type { ProviderDefinition } from "./registry.js"
-import { httpReceipt, postJson, statusFailure } from "./http.js"
+import { httpReceipt, postJson, reportedModel, statusFailure } from "./http.js"
 import type { ProviderSettings } from "./settings.js"
 import { endpoint } from "./settings.js"
 
@@ -63,7 +62,7 @@ export const makeOllamaProvider = (settings: ProviderSettings) =>
             return yield* new ModelMismatch({
               provider: "ollama",
               requested: payload.model,
-              reported: boundedModel(answer.right.model),
+              reported: reportedModel(answer.right.model),
               receipt
             })
           }

@@ -2,13 +2,12 @@
  * An OpenAI-compatible server on this machine (llama.cpp, LM Studio, vLLM, …): POST
  * /v1/chat/completions, non-streaming, one user message.
  */
-import { boundedModel } from "../domain/provider.js"
 import type { HttpClient } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
 import { ModelMismatch, ProviderFailed, ProviderUnavailable } from "../domain/errors.js"
 import { decodePayload } from "./payload.js"
 import type { ProviderDefinition } from "./registry.js"
-import { httpReceipt, postJson, statusFailure } from "./http.js"
+import { httpReceipt, postJson, reportedModel, statusFailure } from "./http.js"
 import type { ProviderSettings } from "./settings.js"
 import { endpoint } from "./settings.js"
 
@@ -73,7 +72,7 @@ export const makeOpenAiProvider = (settings: ProviderSettings) =>
             return yield* new ModelMismatch({
               provider: "openai",
               requested: payload.model,
-              reported: boundedModel(answer.right.model),
+              reported: reportedModel(answer.right.model),
               receipt
             })
           }

@@ -41,6 +41,37 @@ describe("failures of local HTTP model providers", { timeout: 120_000 }, () => {
       })
     )
 
+    it.scopedLive(`${p.name}: secrets in an error body are scrubbed from stdout_error`, () =>
+      Effect.gen(function* () {
+        const secrets = ["zQ9c0ffee5ecret0001", "zQ9c0ffee5ecret0002"]
+        const server = yield* fakeServer(() =>
+          json(
+            { error: `rejected Authorization: Bearer ${secrets[0]} for postgres://u:${secrets[1]}@db/x` },
+            401
+          )
+        )
+        const failure = failureTagged(
+          yield* runProvider(payload()).pipe(Effect.provide(providerLayer(settings(p.at(server.url))))),
+          "ProviderFailed"
+        )
+        for (const secret of secrets) assert.notInclude(JSON.stringify(failure), secret)
+        assert.match(failure.stdout_error ?? "", /^\{"error":"rejected Authorization: \[REDACTED\]/)
+      })
+    )
+
+    it.scopedLive(`${p.name}: a server URL's user-info is not quoted when it cannot be reached`, () =>
+      Effect.gen(function* () {
+        const gone = yield* Effect.scoped(fakeServer(modelServer()))
+        const withUser = gone.url.replace("http://", "http://admin:zQ9c0ffee5ecret0003@")
+        const failure = failureTagged(
+          yield* runProvider(payload()).pipe(Effect.provide(providerLayer(settings(p.at(withUser))))),
+          "ProviderFailed"
+        )
+        assert.notInclude(JSON.stringify(failure), "zQ9c0ffee5ecret0003")
+        assert.include(failure.message, "could not reach http://")
+      })
+    )
+
     it.scopedLive(`${p.name}: an answer slower than the task timeout fails with ProviderTimeout`, () =>
       Effect.gen(function* () {
         const server = yield* fakeServer((request) => ({

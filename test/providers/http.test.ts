@@ -19,6 +19,7 @@ import {
 } from "../support/fakeCli.js"
 import { fakeServer, modelServer } from "../support/fakeModelServer.js"
 import { httpPayload, httpProviders, reportedSource } from "./httpProviders.js"
+import { ModelMismatch } from "../../src/domain/errors.js"
 
 describe("local HTTP model providers", { timeout: 120_000 }, () => {
   for (const p of httpProviders) {
@@ -106,6 +107,24 @@ describe("local HTTP model providers", { timeout: 120_000 }, () => {
         })
     )
 
+    it.scopedLive(
+      `${p.name}: a reported model holding secrets is scrubbed in the receipt, the error and the answer`,
+      () =>
+        Effect.gen(function* () {
+          const secrets = ["Pw-9d1c7e55aa", "ghp_Qm7t2RkVx9wLp4sZa8bN3cYe6dHf1gJi0KuT", "Zk4-bearer-77ac01"]
+          const reported = `postgres://admin:${secrets[0]}@db:5432/x ${secrets[1]} Authorization: Bearer ${secrets[2]}`
+          const server = yield* fakeServer(modelServer({ reportAs: reported }))
+          const view = yield* submitAndRun(payload()).pipe(
+            Effect.provide(workerLayer(settings(p.at(server.url))))
+          )
+          assert.strictEqual(view.error?.tag, "ModelMismatch")
+          const shown = JSON.stringify(view)
+          for (const secret of secrets) assert.notInclude(shown, secret)
+          assert.include(view.attempts[0]?.receipt?.model ?? "", "postgres://[REDACTED]@db:5432/x")
+          assert.include(view.error?.message ?? "", "postgres://[REDACTED]@db:5432/x")
+        })
+    )
+
     it.scopedLive(`${p.name}: a payload with an extra key or an empty model sends nothing`, () =>
       Effect.gen(function* () {
         const server = yield* fakeServer(modelServer())
@@ -149,6 +168,38 @@ describe("local HTTP model providers", { timeout: 120_000 }, () => {
         assert.strictEqual(view.attempts[0]?.receipt?.model, cut)
       })
   )
+
+  it.scopedLive("a runaway usage object from the server is kept as its size only", () =>
+    Effect.gen(function* () {
+      const usage = { prompt_tokens: 1, padding: "u".repeat(200_000) }
+      const server = yield* fakeServer((request) => {
+        const reply = modelServer()(request)
+        return reply._tag === "Json" && typeof reply.body === "object" && reply.body !== null
+          ? { ...reply, body: { ...reply.body, usage } }
+          : reply
+      })
+      const view = yield* submitAndRun({ provider: "openai", model: "local-model", prompt: "hi" }).pipe(
+        Effect.provide(workerLayer(settings({ openaiUrl: url(server.url) })))
+      )
+      assert.strictEqual(view.state, "complete")
+      assert.deepStrictEqual(view.attempts[0]?.receipt?.usage, {
+        truncated: true,
+        json_bytes: JSON.stringify(usage).length
+      })
+      assert.isBelow(JSON.stringify(view.attempts).length, 4096, "the attempt stays small")
+    })
+  )
+
+  it("a ModelMismatch built with unbounded names still quotes them bounded", () => {
+    const error = new ModelMismatch({
+      provider: "ollama",
+      requested: "r".repeat(100_000),
+      reported: "m".repeat(100_000)
+    })
+    assert.isBelow(error.message.length, 600)
+    assert.include(error.message, `${"m".repeat(200)} [truncated]`)
+    assert.include(error.message, `${"r".repeat(200)} [truncated]`)
+  })
 
   it.scopedLive("an OpenAI base URL that ends in /v1 is not doubled", () =>
     Effect.gen(function* () {
