@@ -19,9 +19,9 @@ import {
   readIfExists,
   utf8,
   writeDurable
-} from "../store/file/durable.js"
+} from "../platform/durable.js"
 import { tempName, TokenFileName } from "../store/file/layout.js"
-import { checkRoot } from "../store/file/trust.js"
+import { checkRoot } from "../platform/trust.js"
 
 export { TokenFileName }
 

@@ -11,7 +11,7 @@ import {
   toStorageError,
   utf8,
   writeDurable
-} from "../store/file/durable.js"
+} from "../platform/durable.js"
 import type { AuditEntry } from "./AuditEntry.js"
 import { AuditEntry as AuditEntrySchema } from "./AuditEntry.js"
 

@@ -25,7 +25,14 @@ import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
 import { Host } from "../../services/Host.js"
 import { DefaultWaitMillis, Lock } from "../../services/Lock.js"
 import { tempName } from "./layout.js"
-import { createComplete, ensureDirectory, fromUtf8, readIfExists, removeIfExists, utf8 } from "./durable.js"
+import {
+  createComplete,
+  ensureDirectory,
+  fromUtf8,
+  readIfExists,
+  removeIfExists,
+  utf8
+} from "../../platform/durable.js"
 
 const LockFile = Schema.parseJson(
   Schema.Struct({

@@ -6,7 +6,7 @@ import { Effect, Either, Option } from "effect"
 import { StorageError } from "../../domain/errors.js"
 import type { Host } from "../../services/Host.js"
 import type { Lock } from "../../services/Lock.js"
-import type { Files, Paths } from "./durable.js"
+import type { Files, Paths } from "../../platform/durable.js"
 import {
   createComplete,
   ensureDirectory,
@@ -17,7 +17,7 @@ import {
   touch,
   utf8,
   writeDurable
-} from "./durable.js"
+} from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
 import { pidOfTempName, taskIdOfRecordFile, tempName } from "./layout.js"
 import { decodeRecordFile } from "./records.js"

@@ -12,7 +12,7 @@ import { decodePresence, encodePresence, presenceOrder } from "../../domain/work
 import type { Host } from "../../services/Host.js"
 import type { WorkerRegistry } from "../../services/TaskStore.js"
 import { onceSuccessful } from "../shared.js"
-import type { Files, Paths } from "./durable.js"
+import type { Files, Paths } from "../../platform/durable.js"
 import {
   ensureDirectory,
   fromUtf8,
@@ -21,7 +21,7 @@ import {
   removeIfExists,
   utf8,
   writeHint
-} from "./durable.js"
+} from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
 import { instanceOfWorkerFile, tempName } from "./layout.js"
 import { sweepTempFilesIn } from "./recovery.js"

@@ -1,11 +1,13 @@
 /**
- * The few file-system moves every guarantee of the file store rests on, written once.
- * Every PlatformError is mapped to a StorageError here, in one place.
+ * The few file-system moves every durable file of RelayKeep rests on, written once: the file
+ * store's records and locks, the memory file, the audit log and the dashboard's token. None of
+ * them reaches into another's folder for these. Every PlatformError is mapped to a StorageError
+ * here, in one place.
  */
 import type { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Effect, Option } from "effect"
-import { StorageError } from "../../domain/errors.js"
+import { StorageError } from "../domain/errors.js"
 
 export const FileMode = 0o600
 export const DirectoryMode = 0o700
