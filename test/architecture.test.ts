@@ -67,7 +67,6 @@ const crossings = (from: ReadonlyArray<string>, forbidden: ReadonlyArray<string>
 const NotYetMoved = new Set([
   "src/dashboard/routes.ts imports src/cli/audit.js",
   "src/dashboard/routes.ts imports src/cli/providerOptions.js",
-  "src/dashboard/routes.ts imports src/mcp/AuditLog.js",
   "src/dashboard/errors.ts imports src/mcp/redact.js"
 ])
 

@@ -33,6 +33,7 @@ import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 
 /** Round trips (a submit and a read) per run. */
 const RoundTrips = 100
@@ -156,7 +157,7 @@ export const mcpRoundtrip: Benchmark = {
     ])
 
     const runtime = ManagedRuntime.make(
-      Layer.mergeAll(fileTaskStoreLayer({ root: storeRoot }), AuditLog.layer(path.join(dir, "audit"))).pipe(
+      Layer.mergeAll(fileTaskStoreLayer({ root: storeRoot }), auditLogLayer(path.join(dir, "audit"))).pipe(
         Layer.provide(Host.layer),
         Layer.provide(NodeContext.layer)
       )

@@ -7,7 +7,7 @@ import { parseDuration } from "../domain/duration.js"
 import type { StorageError } from "../domain/errors.js"
 import { InvalidInput } from "../domain/errors.js"
 import type { Host } from "../services/Host.js"
-import { AuditLog } from "../mcp/AuditLog.js"
+import { auditLogLayer } from "../mcp/auditLayer.js"
 import type { TaskStore } from "../services/TaskStore.js"
 import type { PgStoreOptions } from "../store/postgres/target.js"
 import {
@@ -174,7 +174,7 @@ export const duration = (name: string, fallback: string) =>
 
 /** The audit log under the resolved root: `<root>/audit/`. */
 export const auditLayer = (option: Option.Option<string>) =>
-  Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => AuditLog.layer(`${dir}/audit`)))
+  Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => auditLogLayer(`${dir}/audit`)))
 
 /** A whole number within bounds, or a usage error naming the flag (the bounds MCP's tools use). */
 export const integerBetween = (name: string, min: number, max: number) =>

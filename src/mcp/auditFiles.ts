@@ -12,8 +12,8 @@ import {
   utf8,
   writeDurable
 } from "../platform/durable.js"
-import type { AuditEntry } from "./AuditEntry.js"
-import { AuditEntry as AuditEntrySchema } from "./AuditEntry.js"
+import type { AuditEntry } from "../domain/audit.js"
+import { AuditEntry as AuditEntrySchema } from "../domain/audit.js"
 
 interface Files {
   readonly fs: FileSystem.FileSystem

@@ -8,7 +8,8 @@ import { FileSystem, Path } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck as fc, Layer } from "effect"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
 import { redact } from "../../src/mcp/redact.js"
 import { taskTools } from "../../src/mcp/tasks/tools.js"
@@ -179,7 +180,7 @@ const everyByteUnder = (dir: string) =>
 const auditedTasks = Effect.gen(function* () {
   const path = yield* Path.Path
   const dir = path.join(yield* tempDir, "audit")
-  const layer = Layer.mergeAll(AuditLog.layer(dir), memoryTaskStoreLayer()).pipe(
+  const layer = Layer.mergeAll(auditLogLayer(dir), memoryTaskStoreLayer()).pipe(
     Layer.provide(Host.layerTest({})),
     Layer.provide(NodeContext.layer)
   )
