@@ -26,7 +26,7 @@ import { Shutdown } from "../services/Shutdown.js"
 import type { ReadyTask } from "../services/TaskStore.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { runAttempt } from "./attempt.js"
-import { WorkerOutput } from "./events.js"
+import { WorkerOutput } from "../services/WorkerOutput.js"
 import { startHeartbeats } from "./heartbeats.js"
 import { reapSnapshot } from "./reap.js"
 

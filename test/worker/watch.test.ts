@@ -38,7 +38,8 @@ import { isoTime } from "../../src/domain/time.js"
 import { Version } from "../../src/version.js"
 import { presenceAt } from "../support/presence.js"
 import type { LogFormat, WorkerStatus } from "../../src/worker/events.js"
-import { describeEvent, describeStatus, WorkerOutput } from "../../src/worker/events.js"
+import { describeEvent, describeStatus, makeWorkerOutput } from "../../src/worker/events.js"
+import { WorkerOutput } from "../../src/services/WorkerOutput.js"
 import type { WatchOptions, WatchSummary } from "../../src/worker/watch.js"
 import { runWatch } from "../../src/worker/watch.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
@@ -214,7 +215,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       )
     }
 
-    const base = yield* WorkerOutput.make(options.format ?? "json", (chunk) =>
+    const base = yield* makeWorkerOutput(options.format ?? "json", (chunk) =>
       Ref.update(text, (all) => all + chunk)
     )
     const output = WorkerOutput.of({
@@ -1064,7 +1065,7 @@ describe("runWatch output", () => {
   it.effect("tty: events go above a status line that is redrawn only when it changes", () =>
     Effect.gen(function* () {
       const written = yield* Ref.make<ReadonlyArray<string>>([])
-      const tty = yield* WorkerOutput.make("tty", (chunk) => Ref.update(written, (all) => [...all, chunk]))
+      const tty = yield* makeWorkerOutput("tty", (chunk) => Ref.update(written, (all) => [...all, chunk]))
       const status: WorkerStatus = { running: 1, queued: 2, finished: 0, failed: 0 }
       const line = "running 1 · queued 2 · finished 0 · failed 0"
       assert.strictEqual(describeStatus(status), line)
@@ -1084,7 +1085,7 @@ describe("runWatch output", () => {
       ])
 
       const plain = yield* Ref.make<ReadonlyArray<string>>([])
-      const textOutput = yield* WorkerOutput.make("text", (chunk) =>
+      const textOutput = yield* makeWorkerOutput("text", (chunk) =>
         Ref.update(plain, (all) => [...all, chunk])
       )
       const reaped = {
