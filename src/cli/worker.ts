@@ -18,7 +18,8 @@ import {
 import { duration, resolveRoot, storeLayer, storeOptions, integerBetween } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
-import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
+import { httpClientLayer, providerOptions } from "./providerOptions.js"
+import { resolveProviderSettings } from "../providers/config.js"
 import { providersLayer } from "../providers/layer.js"
 
 const workerId = Options.text("worker-id").pipe(
