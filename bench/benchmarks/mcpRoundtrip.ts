@@ -28,12 +28,11 @@ import {
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AuditEntry } from "../../src/index.js"
-import { AuditLog, ClientRequestId, Host, TaskStore } from "../../src/index.js"
+import { AuditLog, auditLogLayer, ClientRequestId, Host, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
-import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 
 /** Round trips (a submit and a read) per run. */
 const RoundTrips = 100

@@ -1,7 +1,7 @@
 /**
  * The worker's provider settings, from three sources: command-line flags win over environment
  * variables, which win over `<root>/config.json`. Every value is decoded and checked when the
- * worker starts; a bad URL or duration stops it before any task is touched. Shared by the CLI
+ * worker starts; a bad URL or duration stops it before a task is touched. Shared by the CLI
  * (`worker`, `doctor`), which reads the flags with @effect/cli, and the dashboard, which has none.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -84,7 +84,7 @@ export const parseSize = (value: string): Either.Either<number, string> => {
 }
 
 /**
- * A list of variable names or patterns: the options if any were given, else the variable
+ * A list of variable names or patterns: the options when some were given, else the variable
  * (comma-separated), else config.json. Each entry is checked; a bad one names the field.
  */
 const namePatterns = (
