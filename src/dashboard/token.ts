@@ -17,10 +17,11 @@ import {
   ensureDirectory,
   fromUtf8,
   readIfExists,
+  tempName,
   utf8,
   writeDurable
 } from "../platform/durable.js"
-import { tempName, TokenFileName } from "../store/file/layout.js"
+import { TokenFileName } from "../store/file/layout.js"
 import { checkRoot } from "../platform/trust.js"
 
 export { TokenFileName }

@@ -23,6 +23,16 @@ const isReason = (error: PlatformError, reason: string): boolean =>
 export const isNotFound = (error: PlatformError): boolean => isReason(error, "NotFound")
 export const isAlreadyExists = (error: PlatformError): boolean => isReason(error, "AlreadyExists")
 
+/**
+ * The name of a temp file written beside its target (`writeDurable`, `createComplete`). Temp files
+ * carry the writer's pid, so a sweep can tell a live writer's from a dead one's.
+ */
+export const tempName = (pid: number, token: string): string => `.tmp-${pid}-${token}`
+export const pidOfTempName = (name: string): number | undefined => {
+  const match = /^\.tmp-(\d+)-[0-9a-f]+$/.exec(name)
+  return match?.[1] === undefined ? undefined : Number(match[1])
+}
+
 export type Files = FileSystem.FileSystem
 export type Paths = Path.Path
 

@@ -12,14 +12,16 @@ import {
   ensureDirectory,
   fromUtf8,
   listDirectory,
+  pidOfTempName,
   readIfExists,
   removeIfExists,
+  tempName,
   touch,
   utf8,
   writeDurable
 } from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
-import { pidOfTempName, taskIdOfRecordFile, tempName } from "./layout.js"
+import { taskIdOfRecordFile } from "./layout.js"
 import { decodeRecordFile } from "./records.js"
 
 interface Deps {

@@ -19,11 +19,12 @@ import {
   listDirectory,
   readIfExists,
   removeIfExists,
+  tempName,
   utf8,
   writeHint
 } from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
-import { instanceOfWorkerFile, tempName } from "./layout.js"
+import { instanceOfWorkerFile } from "./layout.js"
 import { sweepTempFilesIn } from "./recovery.js"
 
 interface Deps {
