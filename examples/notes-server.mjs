@@ -10,7 +10,14 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Ref, Schema } from "effect"
-import { AuditLog, ConfirmPolicy, defineTool, Host, serveStdio } from "relaykeep"
+import {
+  allowlistPolicyLayer,
+  auditLogLayer,
+  defineTool,
+  elicitationPolicyLayer,
+  Host,
+  serveStdio
+} from "relaykeep"
 
 const option = (name) => process.argv.flatMap((arg, i) => (process.argv[i - 1] === name ? [arg] : []))
 
@@ -50,10 +57,10 @@ const tools = [
 ]
 
 const live = Layer.mergeAll(
-  AuditLog.layer(option("--audit-dir")[0] ?? "audit"),
+  auditLogLayer(option("--audit-dir")[0] ?? "audit"),
   process.argv.includes("--confirm-with-elicitation")
-    ? ConfirmPolicy.layerElicitation
-    : ConfirmPolicy.layerAllowlist(option("--allow")),
+    ? elicitationPolicyLayer
+    : allowlistPolicyLayer(option("--allow")),
   Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
 ).pipe(Layer.provide(Host.layer), Layer.provideMerge(NodeContext.layer))
 

@@ -1,7 +1,8 @@
 /**
- * The direction of imports (docs/architecture.md): domain ← services (ports) ← implementations
- * (store/, providers/, mcp/, worker/) ← entrypoints (cli/, bin/, dashboard/). A port names no
- * implementation, the dashboard does not borrow the CLI's or the MCP servers' code, and no worker
+ * The direction of imports (docs/architecture.md): domain ← services (ports) and platform/ ←
+ * implementations (store/, providers/, mcp/, worker/) ← entrypoints (cli/, bin/, dashboard/). A
+ * port names no implementation, no implementation names an entrypoint, the dashboard does not
+ * borrow the CLI's or the MCP servers' code, only the entrypoints reach into mcp/, and no worker
  * module reaches into a provider. Every import is read with TypeScript's own scanner (static,
  * `export … from`, type-only and dynamic `import()` alike) and resolved against its file, so a
  * crossing cannot hide behind `./../` or a lazy import.
@@ -64,12 +65,7 @@ const crossings = (from: ReadonlyArray<string>, forbidden: ReadonlyArray<string>
  * Crossings not yet moved (issue 17, point 2), each named so that none can be added unseen and
  * each removed here as it goes. The list only shrinks.
  */
-const NotYetMoved = new Set([
-  "src/dashboard/routes.ts imports src/cli/audit.js",
-  "src/dashboard/routes.ts imports src/cli/providerOptions.js",
-  "src/dashboard/routes.ts imports src/mcp/AuditLog.js",
-  "src/dashboard/errors.ts imports src/mcp/redact.js"
-])
+const NotYetMoved = new Set(["src/dashboard/errors.ts imports src/mcp/redact.js"])
 
 const show = (found: ReadonlyArray<Crossing>) =>
   found
@@ -128,6 +124,47 @@ describe("the direction of imports", () => {
         "cli",
         "mcp",
         "dashboard",
+        "bin"
+      ])
+      assert.strictEqual(show(found), "")
+    }).pipe(Effect.provide(Platform))
+  )
+
+  it.effect("nothing outside src/mcp imports it but the entrypoints (cli/, bin/)", () =>
+    Effect.gen(function* () {
+      const outside: Array<string> = []
+      for (const folder of ["domain", "services", "platform", "store", "providers", "worker", "dashboard"]) {
+        outside.push(...(yield* sourcesUnder(`src/${folder}`)))
+      }
+      assert.isAbove(outside.length, 50)
+      const found = yield* crossings(outside, ["mcp"])
+      assert.strictEqual(show(found), "")
+    }).pipe(Effect.provide(Platform))
+  )
+
+  it.effect("no implementation imports an entrypoint (cli/, bin/, dashboard/)", () =>
+    Effect.gen(function* () {
+      const implementations: Array<string> = []
+      for (const folder of ["platform", "store", "providers", "worker", "mcp"]) {
+        implementations.push(...(yield* sourcesUnder(`src/${folder}`)))
+      }
+      const found = yield* crossings(implementations, ["cli", "bin", "dashboard"])
+      assert.strictEqual(show(found), "")
+    }).pipe(Effect.provide(Platform))
+  )
+
+  it.effect("src/platform (durable files, the root's trust, the environment) imports only the domain", () =>
+    Effect.gen(function* () {
+      const platform = yield* sourcesUnder("src/platform")
+      assert.isAbove(platform.length, 2)
+      const found = yield* crossings(platform, [
+        "services",
+        "store",
+        "providers",
+        "mcp",
+        "worker",
+        "dashboard",
+        "cli",
         "bin"
       ])
       assert.strictEqual(show(found), "")

@@ -28,7 +28,7 @@ import {
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AuditEntry } from "../../src/index.js"
-import { AuditLog, ClientRequestId, Host, TaskStore } from "../../src/index.js"
+import { AuditLog, auditLogLayer, ClientRequestId, Host, TaskStore } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { median } from "../harness.js"
 import { now } from "../timing.js"
@@ -156,7 +156,7 @@ export const mcpRoundtrip: Benchmark = {
     ])
 
     const runtime = ManagedRuntime.make(
-      Layer.mergeAll(fileTaskStoreLayer({ root: storeRoot }), AuditLog.layer(path.join(dir, "audit"))).pipe(
+      Layer.mergeAll(fileTaskStoreLayer({ root: storeRoot }), auditLogLayer(path.join(dir, "audit"))).pipe(
         Layer.provide(Host.layer),
         Layer.provide(NodeContext.layer)
       )

@@ -19,7 +19,7 @@ import PgBoss from "pg-boss"
 import { randomUUID } from "node:crypto"
 import { ClientRequestId, Host, Shutdown, TaskStore } from "../../src/index.js"
 import { DefaultCancelPollMillis } from "../../src/worker/attempt.js"
-import { WorkerOutput } from "../../src/worker/events.js"
+import { workerOutputLayer } from "../../src/worker/events.js"
 import {
   DefaultGraceMillis,
   DefaultHeartbeatMillis,
@@ -86,7 +86,7 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
       pgTaskStoreLayer({ url: Redacted.make(benchPgUrl), schema, maxConnections: Concurrency }),
       providerRegistryLayer([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
       Shutdown.layerManual,
-      WorkerOutput.layer("text", () => Effect.void)
+      workerOutputLayer("text", () => Effect.void)
     ).pipe(Layer.provideMerge(Host.layer), Layer.provide(NodeContext.layer))
   )
   try {

@@ -1,9 +1,10 @@
 import { Command, Options } from "@effect/cli"
 import { Clock, Effect, Either, Option } from "effect"
-import { parseDuration } from "../domain/duration.js"
+import { parseDuration, sinceMillisAt } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
-import { AuditLog, AuditStatus } from "../mcp/AuditLog.js"
-import type { PruneRule } from "../mcp/AuditLog.js"
+import { AuditStatus } from "../domain/audit.js"
+import { AuditLog } from "../services/AuditLog.js"
+import type { PruneRule } from "../domain/audit.js"
 import { printJson } from "./output.js"
 import { auditLayer, root } from "./options.js"
 
@@ -20,15 +21,9 @@ const limit = Options.integer("limit").pipe(
   Options.optional
 )
 
-/** `--since`: an ISO date/time, or a duration meaning that long ago. Also the dashboard's `since`. */
-export const sinceMillis = (text: string, field = "--since") =>
-  Effect.gen(function* () {
-    const ago = parseDuration(text)
-    if (Either.isRight(ago)) return (yield* Clock.currentTimeMillis) - ago.right
-    const at = Date.parse(text)
-    if (Number.isNaN(at)) return yield* new InvalidInput({ field, reason: "not a date, time or duration" })
-    return at
-  })
+/** `--since`: an ISO date/time, or a duration meaning that long ago. */
+const sinceMillis = (text: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => sinceMillisAt(text, now, "--since"))
 
 const list = Command.make("list", { root, status, tool, since, limit }, (args) =>
   Effect.gen(function* () {

@@ -5,7 +5,8 @@ import type { Diagnosis } from "../providers/doctor.js"
 import { diagnose } from "../providers/doctor.js"
 import { resolveRoot, root } from "./options.js"
 import { printJson } from "./output.js"
-import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
+import { resolveProviderSettings } from "../providers/config.js"
+import { httpClientLayer, providerOptions } from "./providerOptions.js"
 
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print the report as JSON (schema: docs/providers.md#relaykeep-doctor)")

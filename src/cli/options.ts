@@ -2,12 +2,13 @@
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import type { FileSystem } from "@effect/platform"
 import * as Path from "@effect/platform/Path"
-import { Config, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Effect, Either, Layer, Option, Redacted } from "effect"
 import { parseDuration } from "../domain/duration.js"
 import type { StorageError } from "../domain/errors.js"
 import { InvalidInput } from "../domain/errors.js"
+import { nonEmptyEnv } from "../platform/env.js"
 import type { Host } from "../services/Host.js"
-import { AuditLog } from "../mcp/AuditLog.js"
+import { auditLogLayer } from "../mcp/auditLayer.js"
 import type { TaskStore } from "../services/TaskStore.js"
 import type { PgStoreOptions } from "../store/postgres/target.js"
 import {
@@ -19,10 +20,6 @@ import {
 } from "../store/postgres/target.js"
 import { pgTaskStoreLayer } from "../store/postgres/layer.js"
 import { fileTaskStoreLayer } from "../store/file/layer.js"
-
-/** An environment variable that is set and not empty (read through Effect's Config). */
-export const nonEmptyEnv = (name: string) =>
-  Config.option(Config.nonEmptyString(name)).pipe(Effect.orElseSucceed(() => Option.none<string>()))
 
 export const root = Options.text("root").pipe(
   Options.withDescription(
@@ -174,7 +171,7 @@ export const duration = (name: string, fallback: string) =>
 
 /** The audit log under the resolved root: `<root>/audit/`. */
 export const auditLayer = (option: Option.Option<string>) =>
-  Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => AuditLog.layer(`${dir}/audit`)))
+  Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => auditLogLayer(`${dir}/audit`)))
 
 /** A whole number within bounds, or a usage error naming the flag (the bounds MCP's tools use). */
 export const integerBetween = (name: string, min: number, max: number) =>

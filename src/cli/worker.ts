@@ -6,7 +6,7 @@ import type { RetryPolicy } from "../domain/Task.js"
 import { DefaultRetryPolicy } from "../domain/Task.js"
 import { Host } from "../services/Host.js"
 import { DefaultCancelPollMillis } from "../worker/attempt.js"
-import { WorkerOutput } from "../worker/events.js"
+import { jsonLogs, workerOutputStderrLayer } from "../worker/events.js"
 import { DefaultLeaseMillis, runPass } from "../worker/pass.js"
 import {
   DefaultConcurrency,
@@ -18,7 +18,8 @@ import {
 import { duration, resolveRoot, storeLayer, storeOptions, integerBetween } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
-import { httpClientLayer, providerOptions, resolveProviderSettings } from "./providerOptions.js"
+import { httpClientLayer, providerOptions } from "./providerOptions.js"
+import { resolveProviderSettings } from "../providers/config.js"
 import { providersLayer } from "../providers/layer.js"
 
 const workerId = Options.text("worker-id").pipe(
@@ -186,8 +187,8 @@ export const worker = Command.make(
         cancelPollMillis: DefaultCancelPollMillis,
         heartbeatMillis: DefaultHeartbeatMillis
       }).pipe(
-        Effect.provide(WorkerOutput.layerStderr(args.logFormat)),
-        args.logFormat === "json" ? WorkerOutput.jsonLogs : (effect) => effect
+        Effect.provide(workerOutputStderrLayer(args.logFormat)),
+        args.logFormat === "json" ? jsonLogs : (effect) => effect
       )
       yield* printJson(summary)
     })

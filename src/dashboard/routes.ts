@@ -4,13 +4,14 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Clock, Effect, Option, Schedule, Schema, Stream } from "effect"
 import type { Deferred } from "effect"
-import { sinceMillis } from "../cli/audit.js"
-import { NoProviderFlags, resolveProviderSettings } from "../cli/providerOptions.js"
+import { sinceMillisAt } from "../domain/duration.js"
 import { ClientRequestId, TaskId } from "../domain/ids.js"
 import { decodeField, decodeNamed } from "../domain/input.js"
 import { JsonObject, TaskState, timeMillis, toSummary } from "../domain/Task.js"
 import type { TaskSummary } from "../domain/Task.js"
-import { AuditLog, AuditStatus } from "../mcp/AuditLog.js"
+import { AuditStatus } from "../domain/audit.js"
+import { AuditLog } from "../services/AuditLog.js"
+import { NoProviderFlags, resolveProviderSettings } from "../providers/config.js"
 import { diagnose } from "../providers/doctor.js"
 import { Host } from "../services/Host.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -164,7 +165,10 @@ export const apiRoutes = (options: RouteOptions) =>
       const entries = yield* audit.list({
         tool: yield* query("tool", Schema.String),
         status: yield* query("outcome", AuditStatus),
-        sinceMillis: since === undefined ? undefined : yield* sinceMillis(since, "since"),
+        sinceMillis:
+          since === undefined
+            ? undefined
+            : yield* sinceMillisAt(since, yield* Clock.currentTimeMillis, "since"),
         limit: (yield* query("limit", limitBetween(MaxAuditLimit))) ?? DefaultAuditLimit
       })
       return json({ entries: [...entries].reverse() })

@@ -17,11 +17,12 @@ import {
   ensureDirectory,
   fromUtf8,
   readIfExists,
+  tempName,
   utf8,
   writeDurable
-} from "../store/file/durable.js"
-import { tempName, TokenFileName } from "../store/file/layout.js"
-import { checkRoot } from "../store/file/trust.js"
+} from "../platform/durable.js"
+import { TokenFileName } from "../store/file/layout.js"
+import { checkRoot } from "../platform/trust.js"
 
 export { TokenFileName }
 

@@ -1,4 +1,5 @@
 import { Either } from "effect"
+import { InvalidInput } from "./errors.js"
 
 const Units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
@@ -12,4 +13,22 @@ export const parseDuration = (text: string): Either.Either<number, string> => {
   if (amount === undefined) return Either.left("is not a duration (try 90s, 5m, 2h)")
   const millis = Math.round(Number(amount) * (Units[match?.[2] ?? "s"] ?? 1000))
   return millis > 0 ? Either.right(millis) : Either.left("must be longer than zero")
+}
+
+/**
+ * A point in time as `--since` and the dashboard's `since` take it: an ISO date or date-time
+ * (`2026-11-30`, `2026-11-30T08:00:00Z`), or a duration meaning that long before `nowMillis`
+ * (`24h`, `7d`). Epoch milliseconds, or `InvalidInput` naming `field`.
+ */
+export const sinceMillisAt = (
+  text: string,
+  nowMillis: number,
+  field: string
+): Either.Either<number, InvalidInput> => {
+  const ago = parseDuration(text)
+  if (Either.isRight(ago)) return Either.right(nowMillis - ago.right)
+  const at = Date.parse(text)
+  return Number.isNaN(at)
+    ? Either.left(new InvalidInput({ field, reason: "not a date, time or duration" }))
+    : Either.right(at)
 }

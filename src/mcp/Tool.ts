@@ -5,10 +5,11 @@
 import type { Duration } from "effect"
 import { Effect, JSONSchema, Predicate, Schema, SchemaAST } from "effect"
 import { InvalidInput } from "../domain/errors.js"
+import type { Tier } from "../domain/tier.js"
 import { describeParseError } from "../domain/input.js"
 import { InvalidArguments } from "./errors.js"
 
-export type Tier = "read_only" | "write" | "destructive"
+export type { Tier }
 
 /** What a running handler may do besides computing its answer. */
 export interface ToolContext {

@@ -4,7 +4,7 @@
  * that says what was cut, not 9 MB. Nothing here recurses deeper than MaxArgumentDepth: the
  * depth is measured first, with a stack of our own.
  */
-import type { ArgumentsTruncated } from "./AuditEntry.js"
+import type { ArgumentsTruncated } from "../domain/audit.js"
 import { MaxArgumentDepth, MaxAuditedArgumentBytes } from "./limits.js"
 import { redact } from "./redact.js"
 

@@ -11,9 +11,9 @@ import {
   toStorageError,
   utf8,
   writeDurable
-} from "../store/file/durable.js"
-import type { AuditEntry } from "./AuditEntry.js"
-import { AuditEntry as AuditEntrySchema } from "./AuditEntry.js"
+} from "../platform/durable.js"
+import type { AuditEntry } from "../domain/audit.js"
+import { AuditEntry as AuditEntrySchema } from "../domain/audit.js"
 
 interface Files {
   readonly fs: FileSystem.FileSystem

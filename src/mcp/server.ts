@@ -8,7 +8,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprot
 import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
 import { Effect, Runtime } from "effect"
-import type { AuditLog } from "./AuditLog.js"
+import type { AuditLog } from "../services/AuditLog.js"
 import { argumentsAsSent } from "./jsonRpcMessage.js"
 import type { CallContext } from "./pipeline.js"
 import { callTool, toolMap } from "./pipeline.js"

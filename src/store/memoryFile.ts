@@ -5,7 +5,7 @@ import { canonicalJson } from "../domain/canonical.js"
 import { InvalidInput, InvalidRecord } from "../domain/errors.js"
 import type { StoredMemory } from "../domain/memory.js"
 import { countText, MemoryLimits, utf8Length } from "../domain/memory.js"
-import { isNotFound, syncDirectory, toStorageError, utf8 } from "./file/durable.js"
+import { isNotFound, syncDirectory, toStorageError, utf8 } from "../platform/durable.js"
 import { parseRows, storeTooLarge } from "./memoryRows.js"
 
 interface Deps {

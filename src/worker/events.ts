@@ -3,73 +3,11 @@
  * (`--log-format json`, for log shippers), one readable line per event (`text`), or on a
  * terminal the same lines under a live status line (running, queued, finished, failed).
  */
-import { Clock, Context, Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
-import type { TaskId } from "../domain/ids.js"
-import type { AttemptEnd } from "./attempt.js"
+import { Clock, Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
+import type { WorkerEvent, WorkerStatus } from "../services/WorkerOutput.js"
+import { WorkerOutput } from "../services/WorkerOutput.js"
 
-export type WorkerEvent =
-  | {
-      readonly event: "started"
-      readonly worker_id: string
-      readonly pid: number
-      readonly concurrency: number
-      readonly max_per_provider: Readonly<Record<string, number>>
-      readonly max_attempts: number
-    }
-  | {
-      readonly event: "claimed"
-      readonly task_id: TaskId
-      readonly attempt: number
-      readonly provider: string
-    }
-  | {
-      readonly event: "finished"
-      readonly task_id: TaskId
-      readonly attempt: number
-      readonly provider: string
-      readonly outcome: AttemptEnd["_tag"]
-      readonly duration_ms: number
-      readonly error?: { readonly tag: string; readonly message: string; readonly retryable: boolean }
-      /** A failed attempt whose task went back to the queue. */
-      readonly requeued?: boolean
-    }
-  | {
-      readonly event: "reaped"
-      readonly task_id: TaskId
-      readonly attempt: number
-      readonly reason: string
-      readonly now: "queued" | "failed" | "cancelled"
-    }
-  | { readonly event: "released"; readonly task_id: TaskId; readonly attempt: number; readonly now: string }
-  | {
-      readonly event: "stopping"
-      readonly reason: string
-      readonly running: number
-      readonly grace_ms: number
-    }
-  | { readonly event: "storage_error"; readonly message: string }
-  /** The worker could not write its heartbeat to the worker registry (it keeps working). */
-  | { readonly event: "heartbeat_failed"; readonly message: string }
-  /** Its heartbeat was written again after failing. */
-  | { readonly event: "heartbeat_restored" }
-  /** A warning or error logged while the worker ran, in the same stream as the events. */
-  | { readonly event: "log"; readonly level: string; readonly message: string }
-  | {
-      readonly event: "stopped"
-      readonly reason: string
-      readonly finished: number
-      readonly failed: number
-      readonly released: number
-    }
-
-/** The counts on the status line. */
-export interface WorkerStatus {
-  readonly running: number
-  /** Tasks left in the queue, when the store can tell without reading it (not on PostgreSQL). */
-  readonly queued: number | undefined
-  readonly finished: number
-  readonly failed: number
-}
+export type { WorkerEvent, WorkerStatus } from "../services/WorkerOutput.js"
 
 export type LogFormat = "json" | "text" | "tty"
 
@@ -113,67 +51,60 @@ export const describeStatus = (status: WorkerStatus): string =>
 /** Erase the terminal's current line and return to its start. */
 const ClearLine = "\r\u001b[2K"
 
-export class WorkerOutput extends Context.Tag("relaykeep/WorkerOutput")<
-  WorkerOutput,
-  {
-    readonly event: (event: WorkerEvent) => Effect.Effect<void>
-    readonly status: (status: WorkerStatus) => Effect.Effect<void>
-  }
->() {
-  /** Everything goes through `write` (stderr in the CLI; a buffer in tests). */
-  static readonly make = (format: LogFormat, write: (text: string) => Effect.Effect<void>) =>
-    Effect.gen(function* () {
-      const shown = yield* Ref.make("")
-      const output: WorkerOutput["Type"] = {
-        event: (event) =>
-          Effect.gen(function* () {
-            const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-            if (format === "json") return yield* write(`${JSON.stringify({ time: now, ...event })}\n`)
-            const line = `${now} ${describeEvent(event)}\n`
-            if (format === "text") return yield* write(line)
-            // On a terminal the event goes above the status line, which is drawn again below it
-            // (except after the last event: the shell's prompt comes next).
-            if (event.event === "stopped") yield* Ref.set(shown, "")
-            yield* write(`${ClearLine}${line}${yield* Ref.get(shown)}`)
-          }),
-        status: (status) =>
-          format === "tty"
-            ? Effect.gen(function* () {
-                const text = describeStatus(status)
-                if ((yield* Ref.getAndSet(shown, text)) !== text) yield* write(`${ClearLine}${text}`)
-              })
-            : Effect.void
-      }
-      return output
+/** Everything goes through `write` (stderr in the CLI; a buffer in tests). */
+export const makeWorkerOutput = (format: LogFormat, write: (text: string) => Effect.Effect<void>) =>
+  Effect.gen(function* () {
+    const shown = yield* Ref.make("")
+    return WorkerOutput.of({
+      event: (event) =>
+        Effect.gen(function* () {
+          const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+          if (format === "json") return yield* write(`${JSON.stringify({ time: now, ...event })}\n`)
+          const line = `${now} ${describeEvent(event)}\n`
+          if (format === "text") return yield* write(line)
+          // On a terminal the event goes above the status line, which is drawn again below it
+          // (except after the last event: the shell's prompt comes next).
+          if (event.event === "stopped") yield* Ref.set(shown, "")
+          yield* write(`${ClearLine}${line}${yield* Ref.get(shown)}`)
+        }),
+      status: (status) =>
+        format === "tty"
+          ? Effect.gen(function* () {
+              const text = describeStatus(status)
+              if ((yield* Ref.getAndSet(shown, text)) !== text) yield* write(`${ClearLine}${text}`)
+            })
+          : Effect.void
     })
+  })
 
-  static readonly layer = (format: LogFormat, write: (text: string) => Effect.Effect<void>) =>
-    Layer.effect(WorkerOutput, WorkerOutput.make(format, write))
+export const workerOutputLayer = (
+  format: LogFormat,
+  write: (text: string) => Effect.Effect<void>
+): Layer.Layer<WorkerOutput> => Layer.effect(WorkerOutput, makeWorkerOutput(format, write))
 
-  /**
-   * With `--log-format json` every line on stderr is one JSON object: what the program logs
-   * (warnings of a heartbeat or an outcome not written) goes out as `log` events too.
-   */
-  static readonly jsonLogs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.locally(
-      effect,
-      FiberRef.currentLoggers,
-      HashSet.make(
-        Logger.make(({ date, logLevel, message }) => {
-          const parts: ReadonlyArray<unknown> = Array.isArray(message) ? message : [message]
-          const event: WorkerEvent = {
-            event: "log",
-            level: logLevel.label,
-            message: parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part))).join(" ")
-          }
-          process.stderr.write(`${JSON.stringify({ time: date.toISOString(), ...event })}\n`)
-        })
-      )
+/**
+ * With `--log-format json` every line on stderr is one JSON object: what the program logs
+ * (warnings of a heartbeat or an outcome not written) goes out as `log` events too.
+ */
+export const jsonLogs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locally(
+    effect,
+    FiberRef.currentLoggers,
+    HashSet.make(
+      Logger.make(({ date, logLevel, message }) => {
+        const parts: ReadonlyArray<unknown> = Array.isArray(message) ? message : [message]
+        const event: WorkerEvent = {
+          event: "log",
+          level: logLevel.label,
+          message: parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part))).join(" ")
+        }
+        process.stderr.write(`${JSON.stringify({ time: date.toISOString(), ...event })}\n`)
+      })
     )
+  )
 
-  /** stderr, as JSON when asked, with the status line when stderr is a terminal. */
-  static readonly layerStderr = (format: "auto" | "json" | "text") =>
-    WorkerOutput.layer(format === "auto" ? (process.stderr.isTTY ? "tty" : "text") : format, (text) =>
-      Effect.sync(() => void process.stderr.write(text))
-    )
-}
+/** stderr, as JSON when asked, with the status line when stderr is a terminal. */
+export const workerOutputStderrLayer = (format: "auto" | "json" | "text"): Layer.Layer<WorkerOutput> =>
+  workerOutputLayer(format === "auto" ? (process.stderr.isTTY ? "tty" : "text") : format, (text) =>
+    Effect.sync(() => void process.stderr.write(text))
+  )

@@ -15,7 +15,7 @@ import { LateWorkerKeptMillis } from "../domain/worker.js"
 import { Host } from "../services/Host.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { Version } from "../version.js"
-import { WorkerOutput } from "./events.js"
+import { WorkerOutput } from "../services/WorkerOutput.js"
 
 export interface HeartbeatOptions {
   readonly workerId: string

@@ -21,7 +21,7 @@ import type { ProviderTask } from "../../src/services/Provider.js"
 import { Shutdown } from "../../src/services/Shutdown.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
-import { WorkerOutput } from "../../src/worker/events.js"
+import { workerOutputLayer } from "../../src/worker/events.js"
 import { runPass } from "../../src/worker/pass.js"
 import { runWatch } from "../../src/worker/watch.js"
 import type { Fault } from "../support/FaultyFileSystem.js"
@@ -183,7 +183,7 @@ describe("storage faults under a watching worker (requirement 13)", () => {
                 Layer.succeed(TaskStore, store),
                 Provider.layerTest(run),
                 Shutdown.layerManual,
-                WorkerOutput.layer("json", write),
+                workerOutputLayer("json", write),
                 Host.layerTest(crashingProcess)
               )
             ),

@@ -8,7 +8,8 @@ import { FileSystem, Path } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck as fc, Layer } from "effect"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
 import { memoryTools } from "../../src/mcp/memory/tools.js"
 import type { ToolResult } from "../../src/mcp/pipeline.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
@@ -134,7 +135,7 @@ describe("malformed arguments to every tool", () => {
             `${JSON.stringify(args)} -> ${text}`
           )
         }
-      }).pipe(Effect.provide(Layer.mergeAll(AuditLog.layerMemory, unreachableStores)))
+      }).pipe(Effect.provide(Layer.mergeAll(auditLogMemoryLayer, unreachableStores)))
     )
   }
 
@@ -148,7 +149,7 @@ describe("malformed arguments to every tool", () => {
         const store = path.join(yield* tempDir, "memory.jsonl")
         yield* fs.writeFileString(store, MemoryLines.map((line) => `${JSON.stringify(line)}\n`).join(""))
         const layer = Layer.mergeAll(
-          AuditLog.layerMemory,
+          auditLogMemoryLayer,
           memoryTaskStoreLayer(),
           memoryStoreLayer(store)
         ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))

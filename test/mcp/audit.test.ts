@@ -7,8 +7,9 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Layer, TestClock } from "effect"
 import { isoTime } from "../../src/domain/Task.js"
-import type { AuditEntry, AuditStatus } from "../../src/mcp/AuditLog.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import type { AuditEntry, AuditStatus } from "../../src/domain/audit.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 import { appendEntry } from "../../src/mcp/auditFiles.js"
 import { Host } from "../../src/services/Host.js"
 import { buildService, tempDir } from "../support/stores.js"
@@ -34,7 +35,7 @@ const openLog = Effect.gen(function* () {
   const dir = path.join(yield* tempDir, "audit")
   const audit = yield* buildService(
     AuditLog,
-    AuditLog.layer(dir).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+    auditLogLayer(dir).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
   )
   return { audit, dir, fs: yield* FileSystem.FileSystem, path }
 })
@@ -51,7 +52,7 @@ const linesOf = (fs: FileSystem.FileSystem, file: string) =>
       .map((line): unknown => JSON.parse(line))
   })
 
-describe("AuditLog.layer (files)", () => {
+describe("auditLogLayer (files)", () => {
   it.scoped("appends one JSON line per entry to <dir>/<YYYY-MM-DD>.jsonl, mode 0600", () =>
     Effect.gen(function* () {
       const { audit, dir, fs, path } = yield* openLog

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { auditedArguments, deeperThan } from "../../src/mcp/auditArguments.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
 import { MaxArgumentDepth, MaxAuditedArgumentBytes } from "../../src/mcp/limits.js"
 import { callAudited, makeExampleTools, textOf } from "./inProcess.js"
 
@@ -98,7 +98,7 @@ describe("the pipeline and deep or large arguments", () => {
         // 64 levels are fine: the call reaches the schema, which judges `times`.
         const { result: shallow } = yield* callAudited(tools, "look", { text: "x", times: nested(63) })
         assert.match(textOf(shallow), /^InvalidArguments: times: /)
-      }).pipe(Effect.provide(AuditLog.layerMemory))
+      }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("a call with 9 MB of arguments is answered, and audited in at most 16 KiB", () =>
@@ -108,6 +108,6 @@ describe("the pipeline and deep or large arguments", () => {
       assert.isUndefined(result.isError)
       assert.isAtMost(bytesOf(entry), MaxAuditedArgumentBytes + 1024)
       assert.strictEqual(entry.arguments_truncated?.original_bytes, 9_000_000 + '{"text":""}'.length)
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 })

@@ -2,7 +2,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Ref, TestClock } from "effect"
 import { StorageError } from "../../src/domain/errors.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
 import { auditEntries, exampleTools, textOf } from "./inProcess.js"
 
@@ -27,7 +28,7 @@ describe("the audit trail", () => {
         tag: "Cancelled",
         message: "the client cancelled the call"
       })
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("a call that cannot be audited answers AuditFailed instead of its result", () =>

@@ -1,7 +1,7 @@
 /** Small example tools of every tier and outcome, and calling them through the pipeline in-process. */
 import { Effect, Ref, Schema } from "effect"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
-import type { AuditEntry } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import type { AuditEntry } from "../../src/domain/audit.js"
 import type { CallContext, ToolResult } from "../../src/mcp/pipeline.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
 import type { Tool } from "../../src/mcp/Tool.js"

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Predicate } from "effect"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
 import { memoryTools } from "../../src/mcp/memory/tools.js"
 import { toolMap } from "../../src/mcp/pipeline.js"
 import { describeTool } from "../../src/mcp/server.js"
@@ -27,7 +27,7 @@ const memory = toolMap(toolsOf.memory)
 
 const unreachable = Effect.dieMessage("a handler ran for invalid arguments")
 const stores = Layer.mergeAll(
-  AuditLog.layerMemory,
+  auditLogMemoryLayer,
   memoryTaskStoreLayer({ maxPayloadBytes: 64 }).pipe(Layer.provide(Host.layerTest({}))),
   Layer.succeed(
     MemoryStore,

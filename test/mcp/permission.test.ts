@@ -5,8 +5,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Layer } from "effect"
 import { Effect, Ref } from "effect"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
-import { ConfirmPolicy } from "../../src/mcp/ConfirmPolicy.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
+import type { ConfirmPolicy } from "../../src/services/ConfirmPolicy.js"
+import {
+  allowlistPolicyLayer,
+  denyAllPolicyLayer,
+  elicitationPolicyLayer
+} from "../../src/mcp/confirmPolicies.js"
 import type { CallContext } from "../../src/mcp/pipeline.js"
 import { inProcessContext } from "../../src/mcp/pipeline.js"
 import { callAudited, makeExampleTools, textOf } from "./inProcess.js"
@@ -41,14 +46,14 @@ describe("ConfirmPolicy", () => {
   it.effect("no policy in context: destructive calls are denied (fail closed)", () =>
     Effect.gen(function* () {
       assertDenied(yield* destroy("wipe"), /no confirmation policy/)
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("layerDenyAll denies every destructive call", () =>
     Effect.gen(function* () {
       assertDenied(yield* destroy("wipe"), /denied by policy/)
       assertDenied(yield* destroy("shred"), /denied by policy/)
-    }).pipe(withPolicy(ConfirmPolicy.layerDenyAll), Effect.provide(AuditLog.layerMemory))
+    }).pipe(withPolicy(denyAllPolicyLayer), Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("layerDenyAll does not touch read-only or write tools", () =>
@@ -56,20 +61,20 @@ describe("ConfirmPolicy", () => {
       const { tools } = yield* makeExampleTools
       assert.strictEqual((yield* callAudited(tools, "look", { text: "a" })).entry.status, "ok")
       assert.strictEqual((yield* callAudited(tools, "save", { value: 1 })).entry.status, "ok")
-    }).pipe(withPolicy(ConfirmPolicy.layerDenyAll), Effect.provide(AuditLog.layerMemory))
+    }).pipe(withPolicy(denyAllPolicyLayer), Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("layerAllowlist runs the tools it names and denies the others", () =>
     Effect.gen(function* () {
       assertRan(yield* destroy("wipe"))
       assertDenied(yield* destroy("shred"), /not on the allowlist/)
-    }).pipe(withPolicy(ConfirmPolicy.layerAllowlist(["wipe"])), Effect.provide(AuditLog.layerMemory))
+    }).pipe(withPolicy(allowlistPolicyLayer(["wipe"])), Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("layerElicitation denies when the client cannot ask", () =>
     Effect.gen(function* () {
       assertDenied(yield* destroy("wipe", inProcessContext("test")), /cannot ask/)
-    }).pipe(withPolicy(ConfirmPolicy.layerElicitation), Effect.provide(AuditLog.layerMemory))
+    }).pipe(withPolicy(elicitationPolicyLayer), Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("layerElicitation runs on an accepted question, with the secret redacted in it", () =>
@@ -87,13 +92,13 @@ describe("ConfirmPolicy", () => {
       assert.include(asked[0], "prod")
       assert.include(asked[0], "[REDACTED]")
       assert.notInclude(asked[0], "k-9")
-    }).pipe(withPolicy(ConfirmPolicy.layerElicitation), Effect.provide(AuditLog.layerMemory))
+    }).pipe(withPolicy(elicitationPolicyLayer), Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("layerElicitation denies a declined question", () =>
     Effect.gen(function* () {
       const ask = () => Effect.succeed(false)
       assertDenied(yield* destroy("wipe", { ...inProcessContext("test"), ask }), /declined/)
-    }).pipe(withPolicy(ConfirmPolicy.layerElicitation), Effect.provide(AuditLog.layerMemory))
+    }).pipe(withPolicy(elicitationPolicyLayer), Effect.provide(auditLogMemoryLayer))
   )
 })

@@ -4,9 +4,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Ref, TestClock } from "effect"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
-import { ConfirmPolicy } from "../../src/mcp/ConfirmPolicy.js"
-import type { ConfirmRequest } from "../../src/mcp/ConfirmPolicy.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
+import { ConfirmPolicy } from "../../src/services/ConfirmPolicy.js"
+import type { ConfirmRequest } from "../../src/services/ConfirmPolicy.js"
 import { callTool, inProcessContext } from "../../src/mcp/pipeline.js"
 import { callAudited, DefectSecret, makeExampleTools, textOf, TimeoutMillis } from "./inProcess.js"
 
@@ -53,7 +54,7 @@ describe("pipeline order", () => {
       assert.strictEqual(requests.length, 1)
       assert.deepStrictEqual(requests[0]?.arguments, { target: "t", api_key: "[REDACTED]" })
       assert.strictEqual(requests[0]?.tier, "destructive")
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("an unknown tool is reported as UnknownTool and audited as invalid", () =>
@@ -68,7 +69,7 @@ describe("pipeline order", () => {
         tag: "UnknownTool",
         message: "name: no tool has this name (tools/list names them)"
       })
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 })
 
@@ -95,7 +96,7 @@ describe("argument validation", () => {
         assert.strictEqual(entry.status, "invalid")
         assert.strictEqual(entry.error?.tag, "InvalidArguments")
         assert.deepStrictEqual(yield* ran, [])
-      }).pipe(Effect.provide(AuditLog.layerMemory))
+      }).pipe(Effect.provide(auditLogMemoryLayer))
     )
   }
 
@@ -105,7 +106,7 @@ describe("argument validation", () => {
       const { result, entry } = yield* callAudited(tools, "look", undefined)
       assert.strictEqual(textOf(result), "InvalidArguments: text: is missing")
       assert.deepStrictEqual(entry.arguments, {})
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 })
 
@@ -130,7 +131,7 @@ describe("running", () => {
         arguments: { text: "abc", times: 2 },
         error: null
       })
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("write and read-only tools run with no ConfirmPolicy in context", () =>
@@ -141,7 +142,7 @@ describe("running", () => {
       assert.strictEqual(saved.entry.server, "srv")
       assert.strictEqual(saved.entry.status, "ok")
       assert.deepStrictEqual(yield* ran, ["save"])
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("a tool past its timeout answers ToolTimeout and is audited as timeout", () =>
@@ -156,7 +157,7 @@ describe("running", () => {
       assert.strictEqual(entry.duration_ms, TimeoutMillis)
       assert.deepStrictEqual(entry.error?.tag, "ToolTimeout")
       assert.deepStrictEqual(yield* ran, ["slow"], "the handler started and was cut off")
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("a defect answers InternalError without its message or stack, audited as error", () =>
@@ -171,7 +172,7 @@ describe("running", () => {
       assert.strictEqual(entry.status, "error")
       assert.strictEqual(entry.error?.tag, "InternalError")
       assert.notInclude(JSON.stringify(entry), DefectSecret)
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 
   it.effect("a tagged failure answers its tag and message, audited as error", () =>
@@ -182,7 +183,7 @@ describe("running", () => {
       assert.strictEqual(textOf(result), "Kaboom: it went off: fuse")
       assert.strictEqual(entry.status, "error")
       assert.deepStrictEqual(entry.error, { tag: "Kaboom", message: "it went off: fuse" })
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 })
 
@@ -218,6 +219,6 @@ describe("audit", () => {
         (yield* Effect.flatMap(AuditLog, (audit) => audit.list({}))).length,
         calls.length + 1
       )
-    }).pipe(Effect.provide(AuditLog.layerMemory))
+    }).pipe(Effect.provide(auditLogMemoryLayer))
   )
 })

@@ -16,7 +16,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck as fc, Layer, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { PassThrough } from "node:stream"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
 import { redact } from "../../src/mcp/redact.js"
 import { makeMcpServer } from "../../src/mcp/server.js"
@@ -191,7 +192,7 @@ describe("redact (pure)", () => {
 const auditedTasks = Effect.gen(function* () {
   const path = yield* Path.Path
   const dir = path.join(yield* tempDir, "audit")
-  const layer = Layer.mergeAll(AuditLog.layer(dir), memoryTaskStoreLayer()).pipe(
+  const layer = Layer.mergeAll(auditLogLayer(dir), memoryTaskStoreLayer()).pipe(
     Layer.provide(Host.layerTest({})),
     Layer.provide(NodeContext.layer)
   )

@@ -7,18 +7,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { ProviderArgs } from "../../src/cli/providerOptions.js"
-import { NoProviderFlags, resolveProviderSettings } from "../../src/cli/providerOptions.js"
+import type { ProviderFlags } from "../../src/providers/config.js"
+import { NoProviderFlags, resolveProviderSettings } from "../../src/providers/config.js"
 import type { ProviderSettings } from "../../src/providers/settings.js"
 import { Host } from "../../src/services/Host.js"
 import { failureOf, sandbox } from "../support/fakeCli.js"
 
-const none: ProviderArgs = NoProviderFlags
+const none: ProviderFlags = NoProviderFlags
 
 /** Resolve with these options, this environment, and `config` written to `<root>/config.json`. */
 const resolve = (
   root: string,
-  options: Partial<ProviderArgs>,
+  options: Partial<ProviderFlags>,
   env: Readonly<Record<string, string>>,
   config?: string
 ) => {
@@ -133,7 +133,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
         Option.getOrUndefined(Option.map(Option.getRight(resolved), plain))
       assert.deepStrictEqual(settingsOf(yield* resolve(box.dir, {}, {}, fromFile)), fileSettings)
       assert.deepStrictEqual(settingsOf(yield* resolve(box.dir, {}, fromEnv)), envSettings)
-      const options: Partial<ProviderArgs> = {
+      const options: Partial<ProviderFlags> = {
         claudeExecutable: Option.some("/option/claude"),
         workDir: Option.some("/option/work"),
         codexSkipGitCheck: true,

@@ -10,7 +10,8 @@ import { Effect, Either, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ClientRequestId } from "../../src/domain/ids.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 import { Host } from "../../src/services/Host.js"
 import { Lock } from "../../src/services/Lock.js"
 import { fileStoreAt, buildService } from "../support/stores.js"
@@ -137,7 +138,7 @@ describe("trusting a data root", () => {
       const dir = path.join(tempDir(), "audit")
       fs.mkdirSync(dir, { mode: 0o700 })
       fs.chmodSync(dir, 0o777)
-      const layer = AuditLog.layer(dir).pipe(
+      const layer = auditLogLayer(dir).pipe(
         Layer.provide(Lock.layerMemory),
         Layer.provide(Host.layerTest({})),
         Layer.provide(NodeContext.layer)

@@ -13,14 +13,15 @@ import { Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { serveDashboard } from "../../src/dashboard/server.js"
 import { freshToken } from "../../src/dashboard/token.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogMemoryLayer } from "../../src/mcp/auditLayer.js"
 import { Host } from "../../src/services/Host.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import type { RequestOptions } from "./http.js"
 import { assertSecurityHeaders, request } from "./http.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 
-const Setup = Layer.mergeAll(memoryTaskStoreLayer(), AuditLog.layerMemory, NodeHttpClient.layer).pipe(
+const Setup = Layer.mergeAll(memoryTaskStoreLayer(), auditLogMemoryLayer, NodeHttpClient.layer).pipe(
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
   Layer.provideMerge(Host.layerTest({}))
 )

@@ -31,7 +31,8 @@ import { Shutdown } from "../../src/services/Shutdown.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import type { TaskStoreShape, WorkerRegistry } from "../../src/services/TaskStore.js"
 import type { LogFormat, WorkerStatus } from "../../src/worker/events.js"
-import { WorkerOutput } from "../../src/worker/events.js"
+import { makeWorkerOutput } from "../../src/worker/events.js"
+import { WorkerOutput } from "../../src/services/WorkerOutput.js"
 import type { WatchOptions, WatchSummary } from "../../src/worker/watch.js"
 import { runWatch } from "../../src/worker/watch.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
@@ -210,7 +211,7 @@ export const makeWorld = (options: WorldOptions = {}) =>
       )
     }
 
-    const base = yield* WorkerOutput.make(options.format ?? "json", (chunk) =>
+    const base = yield* makeWorkerOutput(options.format ?? "json", (chunk) =>
       Ref.update(text, (all) => all + chunk)
     )
     const output = WorkerOutput.of({

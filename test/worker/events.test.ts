@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref } from "effect"
 import { ProviderFailed, ProviderTimeout } from "../../src/domain/errors.js"
 import type { WorkerStatus } from "../../src/worker/events.js"
-import { describeEvent, describeStatus, WorkerOutput } from "../../src/worker/events.js"
+import { describeEvent, describeStatus, makeWorkerOutput } from "../../src/worker/events.js"
 import {
   ClearLine,
   taskT,
@@ -113,7 +113,7 @@ describe("the watching worker's output", () => {
   it.effect("tty: events go above a status line that is redrawn only when it changes", () =>
     Effect.gen(function* () {
       const written = yield* Ref.make<ReadonlyArray<string>>([])
-      const tty = yield* WorkerOutput.make("tty", (chunk) => Ref.update(written, (all) => [...all, chunk]))
+      const tty = yield* makeWorkerOutput("tty", (chunk) => Ref.update(written, (all) => [...all, chunk]))
       const status: WorkerStatus = { running: 1, queued: 2, finished: 0, failed: 0 }
       const line = "running 1 · queued 2 · finished 0 · failed 0"
       assert.strictEqual(describeStatus(status), line)
@@ -139,7 +139,7 @@ describe("the watching worker's output", () => {
       )
 
       const plain = yield* Ref.make<ReadonlyArray<string>>([])
-      const textOutput = yield* WorkerOutput.make("text", (chunk) =>
+      const textOutput = yield* makeWorkerOutput("text", (chunk) =>
         Ref.update(plain, (all) => [...all, chunk])
       )
       const reaped = {

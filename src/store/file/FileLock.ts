@@ -24,8 +24,15 @@ import { LockTimeout, StorageError } from "../../domain/errors.js"
 import { isoTime, timeMillis, Timestamp } from "../../domain/Task.js"
 import { Host } from "../../services/Host.js"
 import { DefaultWaitMillis, Lock } from "../../services/Lock.js"
-import { tempName } from "./layout.js"
-import { createComplete, ensureDirectory, fromUtf8, readIfExists, removeIfExists, utf8 } from "./durable.js"
+import {
+  createComplete,
+  ensureDirectory,
+  fromUtf8,
+  readIfExists,
+  removeIfExists,
+  tempName,
+  utf8
+} from "../../platform/durable.js"
 
 const LockFile = Schema.parseJson(
   Schema.Struct({

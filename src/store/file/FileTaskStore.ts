@@ -19,12 +19,19 @@ import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
 import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
-import { listDirectory, readIfExists, removeIfExists, touch, writeDurable } from "./durable.js"
-import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile, tempName } from "./layout.js"
+import {
+  listDirectory,
+  readIfExists,
+  removeIfExists,
+  tempName,
+  touch,
+  writeDurable
+} from "../../platform/durable.js"
+import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile } from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
 import { scanRecords } from "./scan.js"
-import { checkRoot } from "./trust.js"
+import { checkRoot } from "../../platform/trust.js"
 import { fileWorkerRegistry } from "./workers.js"
 import { queueHead } from "./queueHead.js"
 

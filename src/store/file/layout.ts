@@ -86,10 +86,3 @@ export const taskIdOfRecordFile = (name: string): TaskId | undefined => {
   const taskId = name.slice(0, -".json".length)
   return name.endsWith(".json") && isTaskId(taskId) ? taskId : undefined
 }
-
-/** Temp files carry the writer's pid, so a sweep can tell a live writer's from a dead one's. */
-export const tempName = (pid: number, token: string): string => `.tmp-${pid}-${token}`
-export const pidOfTempName = (name: string): number | undefined => {
-  const match = /^\.tmp-(\d+)-[0-9a-f]+$/.exec(name)
-  return match?.[1] === undefined ? undefined : Number(match[1])
-}

@@ -30,7 +30,7 @@ import { isDue } from "../../domain/transitions.js"
 import type { ClaimedTask, ClaimNextRequest, ClaimRequest, TaskStoreShape } from "../../services/TaskStore.js"
 import { claimRoomOf, fitsRoom, takeRoom } from "../shared.js"
 import type { ClaimRoom } from "../shared.js"
-import { listDirectory, toStorageError } from "./durable.js"
+import { listDirectory, toStorageError } from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
 import { taskIdOfQueuedMarker } from "./layout.js"
 

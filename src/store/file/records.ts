@@ -4,7 +4,7 @@ import type { InvalidRecord } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import type { TaskRecord } from "../../domain/Task.js"
 import { decodeRecordText } from "../records.js"
-import { fromUtf8, utf8 } from "./durable.js"
+import { fromUtf8, utf8 } from "../../platform/durable.js"
 
 export const encodeRecord = (record: TaskRecord): Uint8Array => utf8(`${JSON.stringify(record, null, 2)}\n`)
 

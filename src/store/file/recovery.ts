@@ -6,20 +6,22 @@ import { Effect, Either, Option } from "effect"
 import { StorageError } from "../../domain/errors.js"
 import type { Host } from "../../services/Host.js"
 import type { Lock } from "../../services/Lock.js"
-import type { Files, Paths } from "./durable.js"
+import type { Files, Paths } from "../../platform/durable.js"
 import {
   createComplete,
   ensureDirectory,
   fromUtf8,
   listDirectory,
+  pidOfTempName,
   readIfExists,
   removeIfExists,
+  tempName,
   touch,
   utf8,
   writeDurable
-} from "./durable.js"
+} from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
-import { pidOfTempName, taskIdOfRecordFile, tempName } from "./layout.js"
+import { taskIdOfRecordFile } from "./layout.js"
 import { decodeRecordFile } from "./records.js"
 
 interface Deps {

@@ -12,18 +12,19 @@ import { decodePresence, encodePresence, presenceOrder } from "../../domain/work
 import type { Host } from "../../services/Host.js"
 import type { WorkerRegistry } from "../../services/TaskStore.js"
 import { onceSuccessful } from "../shared.js"
-import type { Files, Paths } from "./durable.js"
+import type { Files, Paths } from "../../platform/durable.js"
 import {
   ensureDirectory,
   fromUtf8,
   listDirectory,
   readIfExists,
   removeIfExists,
+  tempName,
   utf8,
   writeHint
-} from "./durable.js"
+} from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
-import { instanceOfWorkerFile, tempName } from "./layout.js"
+import { instanceOfWorkerFile } from "./layout.js"
 import { sweepTempFilesIn } from "./recovery.js"
 
 interface Deps {

@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Receipt } from "../../../src/domain/Task.js"
-import { AuditEntry } from "../../../src/mcp/AuditEntry.js"
+import { AuditEntry } from "../../../src/domain/audit.js"
 import { callError, callOk, useMcpTest } from "../../support/mcpStdio.js"
 import { cliJson, relaykeep } from "../../support/mcpProcess.js"
 

@@ -1,11 +1,13 @@
 /**
- * The few file-system moves every guarantee of the file store rests on, written once.
- * Every PlatformError is mapped to a StorageError here, in one place.
+ * The few file-system moves every durable file of RelayKeep rests on, written once: the file
+ * store's records and locks, the memory file, the audit log and the dashboard's token. None of
+ * them reaches into another's folder for these. Every PlatformError is mapped to a StorageError
+ * here, in one place.
  */
 import type { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Effect, Option } from "effect"
-import { StorageError } from "../../domain/errors.js"
+import { StorageError } from "../domain/errors.js"
 
 export const FileMode = 0o600
 export const DirectoryMode = 0o700
@@ -20,6 +22,16 @@ const isReason = (error: PlatformError, reason: string): boolean =>
 
 export const isNotFound = (error: PlatformError): boolean => isReason(error, "NotFound")
 export const isAlreadyExists = (error: PlatformError): boolean => isReason(error, "AlreadyExists")
+
+/**
+ * The name of a temp file written beside its target (`writeDurable`, `createComplete`). Temp files
+ * carry the writer's pid, so a sweep can tell a live writer's from a dead one's.
+ */
+export const tempName = (pid: number, token: string): string => `.tmp-${pid}-${token}`
+export const pidOfTempName = (name: string): number | undefined => {
+  const match = /^\.tmp-(\d+)-[0-9a-f]+$/.exec(name)
+  return match?.[1] === undefined ? undefined : Number(match[1])
+}
 
 export type Files = FileSystem.FileSystem
 export type Paths = Path.Path

@@ -10,7 +10,7 @@
 import type { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Effect, Option } from "effect"
-import { StorageError } from "../../domain/errors.js"
+import { StorageError } from "../domain/errors.js"
 import { isNotFound, toStorageError } from "./durable.js"
 
 const GroupOrOtherWrite = 0o022
