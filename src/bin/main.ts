@@ -10,7 +10,7 @@ import { Cause, Effect, Exit, Layer, Logger, Option } from "effect"
 import type { Fiber } from "effect"
 import { runCli } from "../cli/main.js"
 import { redactedStderrLogger } from "../cli/redactedLogger.js"
-import { redactMessage } from "../mcp/redact.js"
+import { redactMessage } from "../domain/redact.js"
 import { Host } from "../services/Host.js"
 import { Shutdown } from "../services/Shutdown.js"
 

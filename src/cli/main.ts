@@ -1,7 +1,7 @@
 /** The CLI as one effect: run the command line, and turn any failure into one line and an exit code. */
 import { HelpDoc, ValidationError } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
-import { redactMessage } from "../mcp/redact.js"
+import { redactMessage } from "../domain/redact.js"
 import { run } from "./Cli.js"
 
 export interface CliFailure {

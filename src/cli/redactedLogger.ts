@@ -3,7 +3,7 @@
  * the text rules of redaction first, since a logged error may quote the input that caused it.
  */
 import { Cause, Logger } from "effect"
-import { redactMessage } from "../mcp/redact.js"
+import { redactMessage } from "../domain/redact.js"
 
 const scrub = (message: unknown): unknown =>
   Array.isArray(message)

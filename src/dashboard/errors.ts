@@ -1,7 +1,7 @@
 /** The dashboard's own refusals, and how every error becomes a status and a JSON body. */
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Schema } from "effect"
-import { redactMessage } from "../mcp/redact.js"
+import { redactMessage } from "../domain/redact.js"
 
 /** No Bearer token, or not the one of this start. A cookie is never read. */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {}) {

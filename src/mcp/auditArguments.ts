@@ -6,7 +6,7 @@
  */
 import type { ArgumentsTruncated } from "../domain/audit.js"
 import { MaxArgumentDepth, MaxAuditedArgumentBytes } from "./limits.js"
-import { redact } from "./redact.js"
+import { redact } from "../domain/redact.js"
 
 /** Whether `value` nests deeper than `maxDepth` containers (a scalar is depth 0). */
 export const deeperThan = (value: unknown, maxDepth: number): boolean => {

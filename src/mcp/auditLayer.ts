@@ -15,7 +15,7 @@ import { Host } from "../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../services/Lock.js"
 import { fileLockLayer } from "../store/file/FileLock.js"
 import { appendEntry, readEntries, rewriteEntries } from "./auditFiles.js"
-import { redact, redactMessage } from "./redact.js"
+import { redact, redactMessage } from "../domain/redact.js"
 
 /**
  * Every entry is redacted again as it is written, whoever built it: the pipeline already did,

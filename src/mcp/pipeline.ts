@@ -13,7 +13,7 @@ import { InvalidArguments, PermissionDenied, ToolTimeout, UnknownTool } from "./
 import type { AuditedArguments } from "./auditArguments.js"
 import { auditedArguments, deeperThan } from "./auditArguments.js"
 import { MaxArgumentDepth } from "./limits.js"
-import { redactMessage } from "./redact.js"
+import { redactMessage } from "../domain/redact.js"
 import type { Tool, ToolContext, ToolFailure } from "./Tool.js"
 
 /** What the transport knows about the call besides its arguments. */

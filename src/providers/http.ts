@@ -11,7 +11,7 @@ import { OutputTooLarge, ProviderFailed, ProviderTimeout } from "../domain/error
 import type { AttemptReceipt } from "../domain/provider.js"
 import { boundedJson, boundedModel, MaxDetailChars, truncate } from "../domain/provider.js"
 import { isoTime } from "../domain/time.js"
-import { redactText } from "../mcp/redactText.js"
+import { redactText } from "../domain/redactText.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
 import type { ProviderSettings } from "./settings.js"
 

@@ -8,7 +8,7 @@
  * holding a secret where the damage is.
  */
 import { FastCheck as fc } from "effect"
-import { Fragments, isSensitiveName, Phrases, Words } from "../../src/mcp/redactRules.js"
+import { Fragments, isSensitiveName, Phrases, Words } from "../../src/domain/redactRules.js"
 
 /** `zQ9` and 32 random hex digits: no rule catches it by its shape, and no false match is possible. */
 export const secretText = fc

@@ -6,7 +6,7 @@ import { FileSystem } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { redact } from "../../src/mcp/redact.js"
+import { redact } from "../../src/domain/redact.js"
 import {
   BenignNames,
   Fragments,
@@ -14,8 +14,8 @@ import {
   Phrases,
   Quantities,
   Words
-} from "../../src/mcp/redactRules.js"
-import { redactText } from "../../src/mcp/redactText.js"
+} from "../../src/domain/redactRules.js"
+import { redactText } from "../../src/domain/redactText.js"
 
 const Missed = [
   "pwd",

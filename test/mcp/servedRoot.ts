@@ -9,7 +9,8 @@ import { assert } from "@effect/vitest"
 import type { Console } from "effect"
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import { redactedStderrLogger } from "../../src/cli/redactedLogger.js"
-import { AuditLog } from "../../src/mcp/AuditLog.js"
+import { AuditLog } from "../../src/services/AuditLog.js"
+import { auditLogLayer } from "../../src/mcp/auditLayer.js"
 import { memoryTools } from "../../src/mcp/memory/tools.js"
 import type { ToolResult } from "../../src/mcp/pipeline.js"
 import { callTool, inProcessContext, toolMap } from "../../src/mcp/pipeline.js"
@@ -75,7 +76,7 @@ export const servedRoot = Effect.gen(function* () {
   yield* fs.writeFileString(memoryFile, MemoryRows.map((row) => `${JSON.stringify(row)}\n`).join(""))
   const auditDir = path.join(root, "audit")
   const stores = Layer.mergeAll(
-    AuditLog.layer(auditDir),
+    auditLogLayer(auditDir),
     fileTaskStoreLayer({ root }),
     memoryStoreLayer(memoryFile)
   ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
