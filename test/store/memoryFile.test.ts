@@ -99,7 +99,10 @@ describe("memory store limits", () => {
       const report = yield* importRows([big("last", room)])
       assert.deepStrictEqual(report, { imported: 1, unchanged: 0, total: 64 })
       assert.strictEqual(bytes()?.length, MemoryLimits.storeBytes - 1)
-    })
+    }),
+    // Writes and reads 128 MiB twice over: about 20 s on a quiet 2-core machine, four times that
+    // when the rest of the suite runs beside it.
+    180_000
   )
 
   it.scoped("a fixture that never ends is refused once it passes 128 MiB, and no store is created", () =>
