@@ -79,27 +79,29 @@ describe("memory store limits", () => {
     })
   )
 
-  it.scoped("an import that would take the store past 128 MiB is refused whole", () =>
-    Effect.gen(function* () {
-      // 63 rows of 2 MiB: the store is 126 MiB and a little; one more such row would pass 128 MiB.
-      // A row's text is 1 MiB at most, so these are mostly quotes, which take two bytes written.
-      const big = (id: string, size: number) => {
-        const room = size - row(id, "").length
-        const quotes = Math.floor(room / 2)
-        return row(id, `${'"'.repeat(quotes)}${"x".repeat(room - 2 * quotes)}`)
-      }
-      const seed = Array.from({ length: 63 }, (_, n) => big(`b${n}`, MemoryLimits.rowBytes))
-      const { importRows, bytes } = yield* setup(lines(seed))
-      const before = bytes()
-      const failed = yield* Effect.flip(importRows([big("last", MemoryLimits.rowBytes)]))
-      assert.strictEqual(failed._tag, "InvalidInput")
-      assert.include(failed.message, "the store would grow past 134,217,728 bytes (128 MiB)")
-      assert.deepStrictEqual(bytes(), before)
-      const room = MemoryLimits.storeBytes - (before?.length ?? 0) - 2
-      const report = yield* importRows([big("last", room)])
-      assert.deepStrictEqual(report, { imported: 1, unchanged: 0, total: 64 })
-      assert.strictEqual(bytes()?.length, MemoryLimits.storeBytes - 1)
-    }),
+  it.scoped(
+    "an import that would take the store past 128 MiB is refused whole",
+    () =>
+      Effect.gen(function* () {
+        // 63 rows of 2 MiB: the store is 126 MiB and a little; one more such row would pass 128 MiB.
+        // A row's text is 1 MiB at most, so these are mostly quotes, which take two bytes written.
+        const big = (id: string, size: number) => {
+          const room = size - row(id, "").length
+          const quotes = Math.floor(room / 2)
+          return row(id, `${'"'.repeat(quotes)}${"x".repeat(room - 2 * quotes)}`)
+        }
+        const seed = Array.from({ length: 63 }, (_, n) => big(`b${n}`, MemoryLimits.rowBytes))
+        const { importRows, bytes } = yield* setup(lines(seed))
+        const before = bytes()
+        const failed = yield* Effect.flip(importRows([big("last", MemoryLimits.rowBytes)]))
+        assert.strictEqual(failed._tag, "InvalidInput")
+        assert.include(failed.message, "the store would grow past 134,217,728 bytes (128 MiB)")
+        assert.deepStrictEqual(bytes(), before)
+        const room = MemoryLimits.storeBytes - (before?.length ?? 0) - 2
+        const report = yield* importRows([big("last", room)])
+        assert.deepStrictEqual(report, { imported: 1, unchanged: 0, total: 64 })
+        assert.strictEqual(bytes()?.length, MemoryLimits.storeBytes - 1)
+      }),
     // Writes and reads 128 MiB twice over: about 20 s on a quiet 2-core machine, four times that
     // when the rest of the suite runs beside it.
     180_000
