@@ -11,14 +11,15 @@ import { Clock, Effect, Either, Option, Stream } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
-import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
-import { isTerminal, submissionOrder, toReceipt, toView } from "../../domain/Task.js"
+import { isTerminal, submissionOrder } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
-import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
+import type { TaskStoreBackend } from "../make.js"
+import { makeTaskStore } from "../make.js"
+import { onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
 import {
   listDirectory,
   readIfExists,
@@ -48,7 +49,6 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     const host = yield* Host
     const lock = yield* Lock
     const layout = layoutOf(path, path.resolve(options.root))
-    const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
     const deps = { fs, path, host, lock, layout }
 
     /**
@@ -283,42 +283,24 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         )
       )
 
-    const check: TaskStoreShape["check"] = Effect.gen(function* () {
-      const { records, invalid } = yield* everything
-      const states = emptyStateCounts()
-      for (const record of records) states[record.state] += 1
-      return { records: records.length + invalid.length, states, invalid_records: invalid }
-    }).pipe(Effect.withSpan("TaskStore.check"))
-
-    const store: TaskStoreShape = {
-      ...operations,
-      submit: Effect.fn("TaskStore.submit")(function* (request) {
-        const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
-        const taskId = Transitions.taskIdFor(yield* openRoot, request.clientRequestId)
-        return yield* locked(
-          taskId,
+    const backend: TaskStoreBackend = {
+      taskIdFor: (clientRequestId) =>
+        Effect.map(openRoot, (secret) => Transitions.taskIdFor(secret, clientRequestId)),
+      load,
+      insertIfAbsent: (record) =>
+        locked(
+          record.task_id,
           Effect.gen(function* () {
-            const existing = yield* load(taskId)
-            if (Option.isSome(existing)) return yield* Transitions.resubmit(existing.value, prepared.sha)
-            const record = Transitions.newRecord({
-              taskId,
-              clientRequestId: request.clientRequestId,
-              payload: request.payload,
-              payloadSha256: prepared.sha,
-              now: yield* Clock.currentTimeMillis
-            })
-            // Marker first: a crash after it leaves a hint without a record, which a pass drops.
+            const existing = yield* load(record.task_id)
+            if (Option.isSome(existing)) return existing
+            // Marker first: a crash after it leaves a hint without a record, which a claim drops.
             yield* touch(fs, layout.queuedMarker(record))
             yield* save(record)
-            return toReceipt(record)
+            return Option.none()
           })
-        )
-      }),
-      record: Effect.fn("TaskStore.record")((taskId: TaskId) => loadExisting(taskId)),
-      read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
-        const record = yield* loadExisting(taskId)
-        return toView(yield* Transitions.checkHash(record, sha))
-      }),
+        ),
+      apply: transition,
+      scan: everything,
       live,
       claimNext,
       running,
@@ -330,6 +312,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       changes: Stream.filterMap(watchDirectory(layout.tasks), (event) =>
         Option.fromNullable(taskIdOfRecordFile(path.basename(event.path)))
       ),
+      // A page of live tasks reads only live records; any other reads them all.
       list: Effect.fn("TaskStore.list")(function* (request) {
         if (request.state !== undefined && !isTerminal(request.state)) {
           const snapshot = yield* live
@@ -351,10 +334,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         const { records } = yield* everything
         return yield* pageOf(records, request)
       }),
-      check,
-      // Terminal states are only in the records: no cheaper way than reading them all.
-      counts: Effect.map(check, (report) => report.states).pipe(Effect.withSpan("TaskStore.counts")),
+      // counts: terminal states are only in the records, so the default (a scan, as check) it is.
       workers
     }
-    return store
+    return makeTaskStore(host, backend, { maxPayloadBytes: options.maxPayloadBytes })
   })

@@ -1,34 +1,24 @@
 /**
  * The in-memory TaskStore: one `Ref` holding every record. Each operation is a single atomic
  * `Ref.modify`, so it needs no lock. For tests and for library users who want a queue that
- * lives as long as their process.
+ * lives as long as their process. Its backend is the map; `makeTaskStore` builds the port.
  */
-import { Clock, Effect, Either, PubSub, Ref, Stream } from "effect"
+import { Clock, Effect, Either, Option, PubSub, Ref, Stream } from "effect"
 import { timeMillis } from "../../domain/time.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
-import { DefaultMaxPayloadBytes, preparePayload } from "../../domain/submission.js"
 import type { TaskRecord } from "../../domain/Task.js"
-import { submissionOrder, toReceipt, toView } from "../../domain/Task.js"
+import { submissionOrder } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import type { WorkerPresence } from "../../domain/worker.js"
 import { isWorkerPresence, presenceOrder } from "../../domain/worker.js"
 import { Host } from "../../services/Host.js"
-import type { TaskStoreShape, WorkerRegistry } from "../../services/TaskStore.js"
+import type { WorkerRegistry } from "../../services/TaskStore.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import type { ClaimedTask } from "../../services/TaskStore.js"
-import {
-  claimantFor,
-  claimOne,
-  claimRoomOf,
-  emptyStateCounts,
-  fitsRoom,
-  pageOf,
-  readiness,
-  takeRoom,
-  transitionOperations,
-  waitingTally
-} from "../shared.js"
+import type { TaskStoreBackend } from "../make.js"
+import { makeTaskStore } from "../make.js"
+import { claimantFor, claimOne, claimRoomOf, fitsRoom, readiness, takeRoom, waitingTally } from "../shared.js"
 
 export interface MemoryStoreOptions {
   readonly maxPayloadBytes?: number
@@ -39,17 +29,10 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
     const host = yield* Host
     const secret = yield* host.randomBytes(32)
     const records = yield* Ref.make(new Map<TaskId, TaskRecord>())
-    const maxPayloadBytes = options.maxPayloadBytes ?? DefaultMaxPayloadBytes
     /** Published on every write that may leave a task queued (a submission, a requeue). */
     const wakeups = yield* PubSub.sliding<void>(1)
     /** The id of every task written. */
     const changes = yield* PubSub.sliding<TaskId>(64)
-
-    const find = (taskId: TaskId) =>
-      Effect.flatMap(Ref.get(records), (map) => {
-        const record = map.get(taskId)
-        return record ? Effect.succeed(record) : Effect.fail(new UnknownTask({ taskId }))
-      })
 
     /** Apply `step` to one record atomically; it returns the new record (or none) and an answer. */
     const update = <A, E>(
@@ -95,40 +78,24 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         })
     }
 
-    const check: TaskStoreShape["check"] = Effect.map(Ref.get(records), (map) => {
-      const states = emptyStateCounts()
-      for (const record of map.values()) states[record.state] += 1
-      return { records: map.size, states, invalid_records: [] }
-    })
-
-    const store: TaskStoreShape = {
-      ...transitionOperations(host, update),
-      submit: Effect.fn("TaskStore.submit")(function* (request) {
-        const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
-        const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
-        const now = yield* Clock.currentTimeMillis
-        return yield* Ref.modify(records, (map) => {
-          const existing = map.get(taskId)
-          if (existing) return [Transitions.resubmit(existing, prepared.sha), map] as const
-          const record = Transitions.newRecord({
-            taskId,
-            clientRequestId: request.clientRequestId,
-            payload: request.payload,
-            payloadSha256: prepared.sha,
-            now
-          })
-          return [Either.right(toReceipt(record)), new Map(map).set(taskId, record)] as const
+    const backend: TaskStoreBackend = {
+      taskIdFor: (clientRequestId) => Effect.succeed(Transitions.taskIdFor(secret, clientRequestId)),
+      load: (taskId) => Effect.map(Ref.get(records), (map) => Option.fromNullable(map.get(taskId))),
+      insertIfAbsent: (record) =>
+        Ref.modify(records, (map) => {
+          const existing = map.get(record.task_id)
+          return existing
+            ? ([Option.some(existing), map] as const)
+            : ([Option.none(), new Map(map).set(record.task_id, record)] as const)
         }).pipe(
-          Effect.tap(() => PubSub.publish(wakeups, undefined)),
-          Effect.tap(() => PubSub.publish(changes, taskId)),
-          Effect.flatMap((either) => either)
-        )
-      }),
-      record: Effect.fn("TaskStore.record")((taskId: TaskId) => find(taskId)),
-      read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
-        const record = yield* find(taskId)
-        return toView(yield* Transitions.checkHash(record, sha))
-      }),
+          Effect.tap((existing) =>
+            Option.isNone(existing)
+              ? Effect.zipRight(PubSub.publish(wakeups, undefined), PubSub.publish(changes, record.task_id))
+              : Effect.void
+          )
+        ),
+      apply: update,
+      scan: Effect.map(Ref.get(records), (map) => ({ records: [...map.values()], invalid: [] })),
       live: Effect.gen(function* () {
         const all = [...(yield* Ref.get(records)).values()]
         const queued = all.filter((record) => record.state === "queued").sort(submissionOrder)
@@ -186,13 +153,7 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
       // Claims cost nothing here; tests of the worker see claims in flight at once.
       claimConcurrency: 8,
       changes: Stream.fromPubSub(changes),
-      list: Effect.fn("TaskStore.list")(function* (request) {
-        const map = yield* Ref.get(records)
-        return yield* pageOf(map.values(), request)
-      }),
-      check,
-      counts: Effect.map(check, (report) => report.states),
       workers
     }
-    return store
+    return makeTaskStore(host, backend, { maxPayloadBytes: options.maxPayloadBytes })
   })
