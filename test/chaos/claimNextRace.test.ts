@@ -244,8 +244,17 @@ describe(`claimNext race: ${Racers} claimers on ${Tasks} tasks`, { timeout: 300_
       const began = Date.now()
       const opened = await openPgQueue(schema)
       queue = opened
+      // Sixteen submissions in flight: seeding is not what this test is about.
       const receipts: Array<Receipt> = []
-      for (let n = 0; n < Tasks; n++) receipts.push(await opened.submit(`race-${n}`, { n }))
+      let next = 0
+      const lane = async () => {
+        while (next < Tasks) {
+          const n = next++
+          receipts.push(await opened.submit(`race-${n}`, { n }))
+        }
+      }
+      await Promise.all(Array.from({ length: 16 }, lane))
+      assert.strictEqual(receipts.length, Tasks)
       const seeded = Date.now()
       const { claims, raceMillis } = await race(["--pg", pgUrl ?? "", schema])
       const expected = receipts.map((receipt) => receipt.task_id)
