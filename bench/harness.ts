@@ -23,6 +23,19 @@ export type Target =
       readonly pairs: ReadonlyArray<{ readonly subject: string; readonly baselines: ReadonlyArray<string> }>
       readonly min: number
     }
+  /**
+   * Lower is better, several pairs at once: each `subject` at most its own `max` times its
+   * `baseline`. Every pair must hold; the ratio reported is the pair nearest to (or furthest
+   * past) its bound.
+   */
+  | {
+      readonly kind: "each-at-most"
+      readonly pairs: ReadonlyArray<{
+        readonly subject: string
+        readonly baseline: string
+        readonly max: number
+      }>
+    }
   /** A fixed budget: `subject` under `limit` (same unit). */
   | { readonly kind: "under"; readonly subject: string; readonly limit: number }
   /** Reported, not judged. */
@@ -107,6 +120,25 @@ export const judge = (target: Target, values: Readonly<Record<string, number>>):
         ({ subject, baselines }) => `${subject} ≥ best of ${baselines.join(", ")}`
       )
       return { ratio: round(ratio), pass: ratio >= target.min, text: pairs.join("; ") }
+    }
+    case "each-at-most": {
+      const ratios = target.pairs.map((pair) => ({
+        ...pair,
+        ratio: at(values, pair.subject) / at(values, pair.baseline)
+      }))
+      const pass = ratios.every(({ ratio, max }) => ratio <= max)
+      // NaN (a missing series) sorts nowhere: it is the worst pair, and it fails.
+      const worst = ratios.reduce<(typeof ratios)[number] | undefined>(
+        (found, pair) =>
+          found === undefined || Number.isNaN(pair.ratio) || pair.ratio / pair.max > found.ratio / found.max
+            ? pair
+            : found,
+        undefined
+      )
+      const pairs = ratios.map(
+        ({ subject, baseline, max, ratio }) => `${subject} ≤ ${max}× ${baseline} (${round(ratio)}×)`
+      )
+      return { ratio: worst === undefined ? null : round(worst.ratio), pass, text: pairs.join("; ") }
     }
     case "under": {
       const ratio = at(values, target.subject) / target.limit

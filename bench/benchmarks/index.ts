@@ -1,5 +1,6 @@
 /** Every benchmark, in the order the report shows them. */
 import type { Benchmark } from "../harness.js"
+import { claimVsDepth } from "./claimVsDepth.js"
 import { coldStart } from "./coldStart.js"
 import { mcpRoundtrip } from "./mcpRoundtrip.js"
 import { memorySearch } from "./memorySearch.js"
@@ -15,5 +16,6 @@ export const benchmarks: ReadonlyArray<Benchmark> = [
   pgThroughput,
   coldStart,
   memorySearch,
-  workerOverhead
+  workerOverhead,
+  claimVsDepth
 ]

@@ -54,6 +54,30 @@ describe("the benchmark harness", () => {
     assert.isTrue(judge(target, { ...figures, "rk.process": 100 }).pass)
   })
 
+  it("judges several time pairs, each against its own bound, and reports the one nearest its bound", () => {
+    const target = {
+      kind: "each-at-most",
+      pairs: [
+        { subject: "pg.deep", baseline: "pg.shallow", max: 1.25 },
+        { subject: "file.deep", baseline: "file.shallow", max: 1.5 }
+      ]
+    } as const
+    const figures = { "pg.deep": 12, "pg.shallow": 10, "file.deep": 13, "file.shallow": 10 }
+    assert.deepStrictEqual(judge(target, figures), {
+      ratio: 1.2,
+      pass: true,
+      text: "pg.deep ≤ 1.25× pg.shallow (1.2×); file.deep ≤ 1.5× file.shallow (1.3×)"
+    })
+    // The file pair is past its bound while the PostgreSQL pair holds: a miss, and the ratio
+    // shown is the file pair's, the one furthest past its bound.
+    const missed = judge(target, { ...figures, "file.deep": 16 })
+    assert.isFalse(missed.pass)
+    assert.strictEqual(missed.ratio, 1.6)
+    assert.isFalse(judge(target, { ...figures, "pg.deep": 12.6 }).pass)
+    // A missing series never passes.
+    assert.isFalse(judge(target, { "pg.shallow": 10, "file.deep": 13, "file.shallow": 10 }).pass)
+  })
+
   it("judges a budget, and reports without judging", () => {
     assert.deepStrictEqual(judge({ kind: "under", subject: "query", limit: 50 }, { query: 25 }), {
       ratio: 0.5,

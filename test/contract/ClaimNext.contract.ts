@@ -2,6 +2,9 @@
  * `claimNext`, the one way a worker finds work: every store must hand out ready tasks oldest
  * first, pass over what waits out a backoff or has no room, claim each task once with its own
  * attempt and lease, and answer `running` from the running tasks alone.
+ *
+ * Claims racing here are fibers of one process; test/chaos/claimNextRace.test.ts races eight
+ * processes on 1,000 tasks on each store (eight fibers on the memory store, which lives in one).
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Scope } from "effect"
