@@ -37,13 +37,41 @@ import { taskIdOfQueuedMarker } from "./layout.js"
 /** How long a reused listing may be trusted at most, whatever the stamp says. */
 export const MaxListingAgeMillis = 1_000
 
-interface Listing {
-  /** Marker names, sorted: the queue, oldest first. */
+/**
+ * A listing of `index/queued`. Claims drop names from it without copying it: names before
+ * `start` are gone, and so are those in `dropped`; a walk begins at `start`. Copying the whole
+ * listing after every claim would cost O(queue) per claim, which is what this module avoids.
+ */
+export interface Listing {
+  /** Marker names, sorted: the queue, oldest first. Never changed once listed. */
   readonly names: ReadonlyArray<string>
+  readonly start: number
+  /** Names at or after `start` that are no longer in the queue. */
+  readonly dropped: ReadonlySet<string>
   /** The directory's stamp when these names were known to be all of them. */
   readonly stamp: string
   readonly listedAt: number
 }
+
+/** Past this many dropped names out of order, a listing is compacted into a new array. */
+export const MaxDroppedNames = 4_096
+
+/** `listing` without the names a walk dropped. */
+export const withoutNames = (listing: Listing, gone: ReadonlySet<string>, stamp: string): Listing => {
+  const dropped = new Set(listing.dropped)
+  for (const name of gone) dropped.add(name)
+  let start = listing.start
+  while (start < listing.names.length && dropped.has(listing.names[start] ?? "")) {
+    dropped.delete(listing.names[start] ?? "")
+    start += 1
+  }
+  if (dropped.size <= MaxDroppedNames) return { ...listing, start, dropped, stamp }
+  const names = listing.names.slice(start).filter((name) => !dropped.has(name))
+  return { names, start: 0, dropped: new Set(), stamp, listedAt: listing.listedAt }
+}
+
+/** How many names a listing still holds. */
+export const namesLeft = (listing: Listing) => listing.names.length - listing.start - listing.dropped.size
 
 export interface QueueHeadDeps {
   readonly fs: FileSystem.FileSystem
@@ -96,7 +124,14 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
     const listFresh = Effect.gen(function* () {
       const before = yield* stamp
       const names = [...(yield* listDirectory(fs, layout.queued))].sort()
-      return { names, stamp: before, listedAt: yield* Clock.currentTimeMillis }
+      const listed: Listing = {
+        names,
+        start: 0,
+        dropped: new Set(),
+        stamp: before,
+        listedAt: yield* Clock.currentTimeMillis
+      }
+      return listed
     })
 
     /** The cached listing when it can still be trusted, else a fresh one; and which it is. */
@@ -176,8 +211,8 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
         return { _tag: "claimed", claimed: claimed.value } as const
       })
 
-    /** One walk of `names`, oldest first, until the room is used up. */
-    const walk = (names: ReadonlyArray<string>, request: ClaimNextRequest) =>
+    /** One walk of a listing, oldest first, until the room is used up. */
+    const walk = (listing: Listing, request: ClaimNextRequest) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const met = { invalid: new Array<InvalidRecordReport>(), waiting: new Array<string>() }
@@ -185,8 +220,9 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
         const claimed: Array<ClaimedTask> = []
         const dropped = new Set<string>()
         let room = claimRoomOf(request)
-        for (const name of names) {
-          if (room.left <= 0) break
+        for (let index = listing.start; index < listing.names.length && room.left > 0; index++) {
+          const name = listing.names[index]
+          if (name === undefined || listing.dropped.has(name)) continue
           const taskId = taskIdOfQueuedMarker(name)
           if (taskId === undefined) continue
           const outcome = yield* visit(taskId, deps.path.join(layout.queued, name), room, request, now, met)
@@ -205,27 +241,26 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
       yield* deps.openRoot
       const [first, fresh] = yield* current
       let used = first
-      let result = yield* walk(used.names, request)
+      let result = yield* walk(used, request)
       // A reused listing may miss what another process added since: before answering that
       // nothing could be claimed, look at the directory itself.
       if (!fresh && result.claimed.length === 0 && request.limit > 0) {
         used = yield* listFresh
-        result = yield* walk(used.names, request)
+        result = yield* walk(used, request)
       }
       // This store's own claims changed the directory; the stamp after them is the one to
       // trust. A change by another process during the walk is adopted with it, unseen: that is
       // why a listing is trusted for MaxListingAgeMillis at most, and re-read before an answer
       // of nothing.
-      const { dropped } = result
-      const names = used.names.filter((name) => !dropped.has(name))
-      yield* Ref.set(listing, Option.some({ names, stamp: yield* stamp, listedAt: used.listedAt }))
+      const kept = withoutNames(used, result.dropped, yield* stamp)
+      yield* Ref.set(listing, Option.some(kept))
       const waiting = result.met.waiting
       return {
         claimed: result.claimed,
         invalid: result.met.invalid,
         waiting: waiting.length,
         next_due_at: waiting.length === 0 ? null : waiting.reduce((a, b) => (b < a ? b : a)),
-        queued: names.length,
+        queued: namesLeft(kept),
         busy: result.busy
       }
     })
