@@ -45,6 +45,8 @@ import {
 import type { Row } from "./rows.js"
 import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
+import type { Remembered } from "./remembered.js"
+import { rememberedRows } from "./remembered.js"
 import { noticeHub } from "./notices.js"
 import { pgWorkerRegistry } from "./workers.js"
 import type { PgTarget } from "./target.js"
@@ -74,15 +76,43 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
      */
     const open = yield* onceSuccessful(openQueue(target, settings, host, layerScope))
 
-    const notify = (sql: PgClient.PgClient, record: TaskRecord) =>
-      sql`SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)})`
+    const remembered = rememberedRows()
 
-    /** Read, transition and write one row in one transaction that holds it. */
-    const apply: ApplyStep<UnknownTask | InvalidRecord | StorageError> = <A, E>(
-      taskId: TaskId,
-      step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>,
-      onBusy?: () => A
-    ) =>
+    /**
+     * Write `next` over the row, fenced by `fence` (the revision the writer read, or nothing
+     * when the writer holds the row locked), with its notice in the same statement: a
+     * statement is its own transaction, so the notice goes out only if the write commits.
+     * The new revision, or undefined when the fence refused (someone else wrote meanwhile).
+     */
+    const writeRow = (sql: PgClient.PgClient, next: TaskRecord, fence: Remembered | undefined) =>
+      Effect.map(
+        sql<{ readonly revision: string }>`
+          WITH written AS (
+            UPDATE ${sql(tasks)}
+            SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)}
+            WHERE queue = ${target.queue} AND task_id = ${next.task_id}
+              ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state}`}
+            RETURNING revision::text AS revision
+          )
+          SELECT revision, pg_notify(${NotifyChannel}, ${noticeOf(target, next)})::text AS notified FROM written`,
+        (rows) => {
+          const revision = rows[0]?.revision
+          if (revision !== undefined) remembered.set(next, revision)
+          return revision
+        }
+      )
+
+    type Step<A, E> = (
+      record: TaskRecord,
+      now: number
+    ) => Either.Either<readonly [TaskRecord | undefined, A], E>
+
+    /**
+     * The fallback: read, transition and write one row in one transaction that holds it. Used
+     * when the one-statement write was refused, when the step writes nothing (an answer read
+     * from a remembered record may be out of date), and for claims by id (SKIP LOCKED).
+     */
+    const locked = <A, E>(taskId: TaskId, step: Step<A, E>, onBusy?: () => A) =>
       Effect.flatMap(open, ({ sql, secret }) =>
         retrying(
           "update",
@@ -101,20 +131,69 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
               }
               const record = decodeRow(target, row, secret)
               if (Either.isLeft(record)) return Either.left(record.left)
+              remembered.set(record.right, row.revision)
               const stepped = step(record.right, yield* Clock.currentTimeMillis)
               if (Either.isLeft(stepped)) return Either.left(stepped.left)
               const [next, answer] = stepped.right
-              if (next !== undefined) {
-                yield* sql`UPDATE ${sql(tasks)}
-                  SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)}
-                  WHERE queue = ${target.queue} AND task_id = ${taskId}`
-                yield* notify(sql, next)
-              }
+              if (next !== undefined) yield* writeRow(sql, next, undefined)
               return Either.right(answer)
             }).pipe(Effect.map((either): Either.Either<A, E | UnknownTask | InvalidRecord> => either))
           )
         ).pipe(Effect.flatMap((either) => either))
       )
+
+    /** The record and revision of a row, read without a lock (and remembered). */
+    const readRemembered = (taskId: TaskId) =>
+      Effect.flatMap(open, ({ sql, secret }) =>
+        Effect.flatMap(
+          retrying(
+            "read",
+            sql<Row>`SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
+              WHERE queue = ${target.queue} AND task_id = ${taskId}`
+          ),
+          (rows): Effect.Effect<Remembered, UnknownTask | InvalidRecord> => {
+            const row = rows[0]
+            if (row === undefined) return Effect.fail(new UnknownTask({ taskId }))
+            return Effect.map(decodeRow(target, row, secret), (record) => {
+              remembered.set(record, row.revision)
+              return { record, revision: row.revision }
+            })
+          }
+        )
+      )
+
+    /**
+     * A transition in one statement in the common case: the pure step runs on the record this
+     * store last read or wrote (read now, without a lock, when it has none), and its result is
+     * written fenced by that record's revision. A refused fence (a cancel request, a reaper or
+     * another worker wrote meanwhile) falls back to `locked`, which runs the same step on the
+     * row as it is now. Either way the step is the meaning; the fence makes sure it ran on the
+     * row's current record.
+     */
+    const apply: ApplyStep<UnknownTask | InvalidRecord | StorageError> = <A, E>(
+      taskId: TaskId,
+      step: Step<A, E>,
+      onBusy?: () => A
+    ) =>
+      onBusy !== undefined
+        ? locked(taskId, step, onBusy)
+        : Effect.gen(function* () {
+            const { sql } = yield* open
+            const known = remembered.get(taskId) ?? (yield* readRemembered(taskId))
+            const stepped = step(known.record, yield* Clock.currentTimeMillis)
+            if (Either.isRight(stepped)) {
+              const [next, answer] = stepped.right
+              if (next !== undefined) {
+                // A retry after a commit whose answer was lost finds the fence moved by its own
+                // write, and the fallback then answers from the row as it is (as a retried
+                // transaction did before).
+                const written = yield* retrying("update", writeRow(sql, next, known))
+                if (written !== undefined) return answer
+              }
+            }
+            remembered.forget(taskId)
+            return yield* locked(taskId, step)
+          })
 
     const selectRows = (
       operation: string,
@@ -129,7 +208,10 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         for (const row of rows)
           Either.match(decodeRow(target, row, secret), {
             onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-            onRight: (record) => records.push(record)
+            onRight: (record) => {
+              remembered.set(record, row.revision)
+              records.push(record)
+            }
           })
         return { records, invalid }
       })
@@ -241,14 +323,19 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
                 record: JSON.stringify(record),
                 notice: noticeOf(target, record)
               }))
-              yield* sql`
+              const revisions = yield* sql<{ readonly task_id: string; readonly revision: string }>`
                 WITH claimed AS (
                   UPDATE ${sql(tasks)} SET state = 'running', not_before = NULL, record = claim.record
                   FROM ${sql.updateValues(written, "claim")}
                   WHERE ${sql(tasks)}.queue = ${target.queue} AND ${sql(tasks)}.task_id = claim.task_id
-                  RETURNING claim.notice
+                  RETURNING ${sql(tasks)}.task_id, ${sql(tasks)}.revision::text AS revision, claim.notice
                 )
-                SELECT count(pg_notify(${NotifyChannel}, notice)) FROM claimed`
+                SELECT task_id, revision, pg_notify(${NotifyChannel}, notice)::text AS notified FROM claimed`
+              const revisionOf = new Map(revisions.map((row) => [row.task_id, row.revision]))
+              for (const { record } of claimed) {
+                const revision = revisionOf.get(record.task_id)
+                if (revision !== undefined) remembered.set(record, revision)
+              }
             }
             const waiting = yield* sql<{ readonly waiting: number; readonly next_due_at: string | null }>`
               SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
@@ -291,7 +378,9 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           const row = rows[0]
           return row === undefined
             ? Effect.fail(new UnknownTask({ taskId }))
-            : Effect.flatMap(open, ({ secret }) => decodeRow(target, row, secret))
+            : Effect.flatMap(open, ({ secret }) =>
+                Effect.tap(decodeRow(target, row, secret), (record) => remembered.set(record, row.revision))
+              )
         }
       )
 

@@ -17,10 +17,12 @@ export interface Row {
   readonly created_at: string
   readonly not_before: string | null
   readonly record: string
+  /** Bumped by the database on every update (migration 4); as text, since it is a bigint. */
+  readonly revision: string
 }
 
-/** The columns of a Row, for `SELECT`. */
-export const RowColumns = "task_id, state, created_at, not_before, record"
+/** The columns of a Row, for `SELECT` and `RETURNING`. */
+export const RowColumns = "task_id, state, created_at, not_before, record, revision::text AS revision"
 
 /** The row of `record` in `queue`, ready for `sql.insert`. */
 export const rowOf = (queue: string, record: TaskRecord) => ({
