@@ -407,6 +407,55 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: one-statement transitions", () 
       })
   )
 
+  it.scopedLive(
+    "claimNext reports a damaged ready row, puts it back as it was, and claims the next healthy one in its place",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const store = yield* pgStoreAt(schema)
+        const [first, broken, third] = yield* Effect.forEach(["first", "broken", "third"], (name) =>
+          Effect.zipLeft(
+            store.submit({ clientRequestId: id(name), payload: { name } }),
+            Effect.sleep(Duration.millis(3))
+          )
+        )
+        const columns = (taskId: string | undefined) =>
+          Effect.promise(() =>
+            pgQuery<{
+              readonly state: string
+              readonly not_before: string | null
+              readonly record: string
+              readonly pending_claim: string | null
+            }>(`SELECT state, not_before, record, pending_claim FROM "${schema}".tasks WHERE task_id = $1`, [
+              taskId
+            ])
+          )
+        // Damaged, and waiting out a backoff that is over: both must survive the put-back.
+        yield* Effect.promise(() =>
+          pgQuery(
+            `UPDATE "${schema}".tasks SET record = left(record, 40), not_before = '2020-01-01T00:00:00.000Z'
+             WHERE task_id = $1`,
+            [broken?.task_id]
+          )
+        )
+        const before = yield* columns(broken?.task_id)
+        const batch = yield* store.claimNext({ ...worker, limit: 2 })
+        assert.deepStrictEqual(
+          batch.claimed.map((claimed) => claimed.record.task_id),
+          [first?.task_id, third?.task_id]
+        )
+        assert.lengthOf(batch.invalid, 1)
+        assert.match(batch.invalid[0]?.reason ?? "", /JSON/)
+        const after = yield* columns(broken?.task_id)
+        assert.deepStrictEqual(after, before, "put back as it was")
+        assert.deepInclude(after[0], {
+          state: "queued",
+          not_before: "2020-01-01T00:00:00.000Z",
+          pending_claim: null
+        })
+      })
+  )
+
   it.scopedLive("a worker's transitions on a task it claimed each bump the revision once", () =>
     Effect.gen(function* () {
       const schema = yield* scopedSchema

@@ -30,9 +30,7 @@ import type { ClaimedTask, TaskStoreShape } from "../../services/TaskStore.js"
 import type { ApplyStep, ClaimRoom } from "../shared.js"
 import {
   claimantFor,
-  claimOne,
   claimRoomOf,
-  fitsRoom,
   takeRoom,
   DefaultListLimit,
   emptyStateCounts,
@@ -43,7 +41,7 @@ import {
   transitionOperations
 } from "../shared.js"
 import type { Row } from "./rows.js"
-import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js"
+import { decodeRow, NotifyChannel, noticeOf, pendingClaimHead, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
 import type { Remembered } from "./remembered.js"
 import { rememberedRows } from "./remembered.js"
@@ -58,6 +56,51 @@ export interface PgStoreSettings {
   readonly connectTimeoutMillis?: number | undefined
   readonly maxPayloadBytes?: number | undefined
 }
+
+/** A row of the claim statement: a claimed row (all null when none was), and the waiting count. */
+interface ClaimRow {
+  readonly task_id: string | null
+  readonly state: string | null
+  readonly created_at: string | null
+  readonly not_before: string | null
+  readonly record: string | null
+  readonly revision: string | null
+  readonly pending_claim: string | null
+  /** What `not_before` was before the claim, to put a damaged row back as it was. */
+  readonly was_not_before: string | null
+  readonly waiting: number
+  readonly next_due_at: string | null
+}
+
+/** Submission order of rows (their columns are "C"-collated, as JavaScript compares). */
+const bySubmission = (a: Row, b: Row): number =>
+  a.created_at < b.created_at
+    ? -1
+    : a.created_at > b.created_at
+      ? 1
+      : a.task_id < b.task_id
+        ? -1
+        : a.task_id > b.task_id
+          ? 1
+          : 0
+
+/** The claimed row, when the claim statement's row holds one. */
+const claimedRow = (row: ClaimRow): Row | undefined =>
+  row.task_id === null ||
+  row.state === null ||
+  row.created_at === null ||
+  row.record === null ||
+  row.revision === null
+    ? undefined
+    : {
+        task_id: row.task_id,
+        state: row.state,
+        created_at: row.created_at,
+        not_before: row.not_before,
+        record: row.record,
+        revision: row.revision,
+        pending_claim: row.pending_claim
+      }
 
 export const makePgTaskStore = (settings: PgStoreSettings) =>
   Effect.gen(function* () {
@@ -89,7 +132,8 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         sql<{ readonly revision: string }>`
           WITH written AS (
             UPDATE ${sql(tasks)}
-            SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)}
+            SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)},
+              pending_claim = NULL
             WHERE queue = ${target.queue} AND task_id = ${next.task_id}
               ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state}`}
             RETURNING revision::text AS revision
@@ -235,21 +279,27 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
     }).pipe(Effect.withSpan("TaskStore.live"))
 
     /**
-     * The next ready rows, oldest first, locked for this transaction and skipping rows other
-     * transactions hold: one query per provider with room left, one for every other provider,
-     * each `ORDER BY … LIMIT` over an index that serves it, so nothing else is touched.
+     * One claim round in one statement: the next ready rows, oldest first, locked and skipping
+     * rows other transactions hold (one `ORDER BY … LIMIT` per provider with room left, one
+     * for every other provider, each over an index that serves it, then the oldest `room.left`
+     * of them), moved to running with their claim's inputs stored beside the record
+     * (rows.ts, PendingClaim), each announced; and the count of tasks waiting out a backoff,
+     * from the same snapshot. Always one row; `task_id` is null when nothing was claimed.
      */
-    const candidates = (
+    const claimRound = (
       sql: PgClient.PgClient,
       room: ClaimRoom,
-      now: string,
+      now: number,
+      head: string,
+      tokens: ReadonlyArray<string>,
       passed: ReadonlyArray<string>
     ) => {
+      const nowText = isoTime(now)
       const capped = [...room.providers.keys()]
       const ready = (filter: Statement.Fragment, take: number) => sql`(
-        SELECT task_id FROM ${sql(tasks)}
+        SELECT task_id, created_at, not_before FROM ${sql(tasks)}
         WHERE queue = ${target.queue} AND state = 'queued' AND ${filter}
-          AND (not_before IS NULL OR not_before <= ${now})
+          AND (not_before IS NULL OR not_before <= ${nowText})
           ${passed.length === 0 ? sql.literal("") : sql`AND task_id NOT IN ${sql.in(passed)}`}
         ORDER BY created_at, task_id
         LIMIT ${take}
@@ -267,89 +317,98 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       const union = sql.join(
         " UNION ALL ",
         false
-      )(parts.map((_, index) => sql`SELECT task_id FROM ${sql.literal(`pick${index}`)}`))
-      return sql<Row>`
-        WITH ${sql.csv(picks)}
-        SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-        WHERE queue = ${target.queue} AND task_id IN (${union})
-        ORDER BY created_at, task_id`
+      )(parts.map((_, index) => sql`SELECT * FROM ${sql.literal(`pick${index}`)}`))
+      return sql<ClaimRow>`
+        WITH ${sql.csv(picks)},
+        picked AS (
+          SELECT task_id, not_before, row_number() OVER (ORDER BY created_at, task_id) AS n
+          FROM (${union}) AS ready
+          ORDER BY created_at, task_id
+          LIMIT ${room.left}
+        ),
+        claimed AS (
+          UPDATE ${sql(tasks)} AS t SET state = 'running', not_before = NULL,
+            pending_claim = ${head} || '"' || (${JSON.stringify(tokens)}::json ->> (picked.n - 1)::int) || '"}'
+          FROM picked
+          WHERE t.queue = ${target.queue} AND t.task_id = picked.task_id
+          RETURNING t.task_id, t.state, t.created_at, t.not_before, t.record, t.revision::text AS revision,
+            t.pending_claim, picked.not_before AS was_not_before
+        ),
+        waiting AS (
+          SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
+          WHERE queue = ${target.queue} AND state = 'queued' AND not_before IS NOT NULL
+            AND not_before > ${nowText}
+        )
+        SELECT claimed.*, waiting.waiting, waiting.next_due_at,
+          CASE WHEN claimed.task_id IS NULL THEN NULL ELSE pg_notify(${NotifyChannel},
+            json_build_array(${target.schema}::text, ${target.queue}::text, claimed.task_id, 'running')::text
+          )::text END AS notified
+        FROM waiting LEFT JOIN claimed ON true`
     }
 
     const claimNext: TaskStoreShape["claimNext"] = Effect.fn("TaskStore.claimNext")(function* (request) {
       const { sql, secret } = yield* open
       const limit = Math.max(0, request.limit)
-      // One lease token per claim, drawn before the transaction (which may be run again).
-      const claimants = yield* Effect.forEach(Array.from({ length: limit }), () =>
-        claimantFor(host, request.workerId)
-      )
-      return yield* retrying(
-        "claim from",
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const now = yield* Clock.currentTimeMillis
-            const nowText = isoTime(now)
-            const claimed: Array<ClaimedTask> = []
-            const invalid: Array<InvalidRecordReport> = []
-            let room = claimRoomOf(request)
-            // Rows passed over (damaged, or refused by the transition): asked for again without
-            // them, since they used up part of the round. Each round excludes more, so it ends.
-            const passed: Array<string> = []
-            while (room.left > 0) {
-              const rows = yield* candidates(sql, room, nowText, passed)
-              const before = passed.length
-              for (const row of rows) {
-                const claimant = claimants[claimed.length]
-                const record = decodeRow(target, row, secret)
-                if (Either.isLeft(record)) {
-                  invalid.push({ file: record.left.file, reason: record.left.reason })
-                  passed.push(row.task_id)
-                  continue
-                }
-                const provider = providerOfPayload(record.right.payload)
-                if (claimant === undefined || !fitsRoom(room, provider)) continue
-                const taken = claimOne(record.right, claimant, now, request)
-                if (taken === undefined) {
-                  passed.push(row.task_id)
-                  continue
-                }
-                claimed.push(taken)
-                room = takeRoom(room, provider)
-              }
-              if (passed.length === before) break
-            }
-            if (claimed.length > 0) {
-              const written = claimed.map(({ record }) => ({
-                task_id: record.task_id,
-                record: JSON.stringify(record),
-                notice: noticeOf(target, record)
-              }))
-              const revisions = yield* sql<{ readonly task_id: string; readonly revision: string }>`
-                WITH claimed AS (
-                  UPDATE ${sql(tasks)} SET state = 'running', not_before = NULL, record = claim.record
-                  FROM ${sql.updateValues(written, "claim")}
-                  WHERE ${sql(tasks)}.queue = ${target.queue} AND ${sql(tasks)}.task_id = claim.task_id
-                  RETURNING ${sql(tasks)}.task_id, ${sql(tasks)}.revision::text AS revision, claim.notice
-                )
-                SELECT task_id, revision, pg_notify(${NotifyChannel}, notice)::text AS notified FROM claimed`
-              const revisionOf = new Map(revisions.map((row) => [row.task_id, row.revision]))
-              for (const { record } of claimed) {
-                const revision = revisionOf.get(record.task_id)
-                if (revision !== undefined) remembered.set(record, revision)
-              }
-            }
-            const waiting = yield* sql<{ readonly waiting: number; readonly next_due_at: string | null }>`
-              SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
-              WHERE queue = ${target.queue} AND state = 'queued' AND not_before IS NOT NULL
-                AND not_before > ${nowText}`
-            return {
-              claimed,
-              invalid,
-              waiting: waiting[0]?.waiting ?? 0,
-              next_due_at: waiting[0]?.next_due_at ?? null
-            }
-          })
+      // One lease token per claim, drawn before the statement (which may be run again).
+      const tokens = yield* Effect.forEach(Array.from({ length: limit }), () => host.token)
+      const claimant = yield* claimantFor(host, request.workerId)
+      const claimed: Array<ClaimedTask> = []
+      const invalid: Array<InvalidRecordReport> = []
+      let room = claimRoomOf(request)
+      let waiting: { readonly waiting: number; readonly next_due_at: string | null } = {
+        waiting: 0,
+        next_due_at: null
+      }
+      // Damaged rows the claim met: reported, put back as they were, and passed over by the
+      // next round, which claims in their place. Each round passes over more, so it ends.
+      const passed: Array<string> = []
+      for (;;) {
+        const now = yield* Clock.currentTimeMillis
+        const head = pendingClaimHead({
+          worker_id: claimant.worker_id,
+          pid: claimant.pid,
+          host: claimant.host,
+          boot_id: claimant.boot_id,
+          now,
+          lease_ms: request.leaseMillis,
+          ...(request.retry === undefined ? {} : { retry: request.retry })
+        })
+        const rows = yield* retrying(
+          "claim from",
+          claimRound(sql, room, now, head, tokens.slice(claimed.length), passed)
         )
-      )
+        const first = rows[0]
+        waiting = { waiting: first?.waiting ?? 0, next_due_at: first?.next_due_at ?? null }
+        const putBack: Array<{ readonly task_id: string; readonly not_before: string | null }> = []
+        // RETURNING follows no order: the batch is in submission order, ties by task id.
+        const ordered = rows
+          .flatMap((row) => {
+            const claimedAt = claimedRow(row)
+            return claimedAt === undefined ? [] : [[claimedAt, row.was_not_before] as const]
+          })
+          .sort(([a], [b]) => bySubmission(a, b))
+        for (const [found, wasNotBefore] of ordered) {
+          const record = decodeRow(target, found, secret)
+          if (Either.isLeft(record) || record.right.lease === null) {
+            if (Either.isLeft(record)) invalid.push({ file: record.left.file, reason: record.left.reason })
+            putBack.push({ task_id: found.task_id, not_before: wasNotBefore })
+            continue
+          }
+          remembered.set(record.right, found.revision)
+          claimed.push({ record: record.right, lease: record.right.lease })
+          room = takeRoom(room, providerOfPayload(record.right.payload))
+        }
+        if (putBack.length === 0) break
+        yield* retrying(
+          "claim from",
+          sql`UPDATE ${sql(tasks)} SET state = 'queued', not_before = back.not_before, pending_claim = NULL
+            FROM ${sql.updateValues(putBack, "back")}
+            WHERE ${sql(tasks)}.queue = ${target.queue} AND ${sql(tasks)}.task_id = back.task_id`
+        )
+        passed.push(...putBack.map((row) => row.task_id))
+        if (room.left <= 0) break
+      }
+      return { claimed, invalid, ...waiting }
     })
 
     const running: TaskStoreShape["running"] = Effect.gen(function* () {

@@ -59,7 +59,12 @@ const migrations = (schema: string) => ({
     )`
   ),
   "3_claims": claimsMigration(schema),
-  "4_revisions": revisionsMigration(schema)
+  "4_revisions": revisionsMigration(schema),
+  // What a claim by `claimNext` leaves for readers to apply (rows.ts, PendingClaim).
+  "5_pending_claims": Effect.flatMap(
+    SqlClient,
+    (sql) => sql`ALTER TABLE ${sql(`${schema}.tasks`)} ADD COLUMN pending_claim text`
+  )
 })
 
 /** How many rows the provider backfill writes per statement. */
