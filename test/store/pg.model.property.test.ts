@@ -261,7 +261,15 @@ const runSequence = (memory: TaskStoreShape, postgres: PgSide, ops: ReadonlyArra
             limit: step.limit,
             room: step.claudeRoom === undefined ? undefined : new Map([["claude", step.claudeRoom]])
           }
-          const answers = yield* onBoth((store) => store.claimNext(request))
+          // The waiting tasks are promised in full only when the batch did not fill up: a
+          // full batch reports those it met on the way, which depends on how a store looks.
+          const answers = yield* onBoth((store) =>
+            Effect.map(store.claimNext(request), (batch) =>
+              batch.claimed.length < request.limit
+                ? batch
+                : { claimed: batch.claimed, invalid: batch.invalid }
+            )
+          )
           const [mine, theirs] = answers
           if (Either.isRight(mine) && Either.isRight(theirs)) {
             for (const [at, claimed] of mine.right.claimed.entries()) {
