@@ -2,15 +2,16 @@
  * The PostgreSQL TaskStore: the same contract as the file store, for queues that many
  * clients and workers on many machines share (docs/scaling.md).
  *
- * One row per task holds the same JSON record the file store writes, and every change is
- * one transaction: `SELECT … FOR UPDATE` the row, apply the pure transition of
- * `domain/transitions.ts`, `UPDATE` it, and `pg_notify` in the same transaction, so a
- * notification goes out only for a change that committed. Claims add `SKIP LOCKED`, so
- * racing workers pass over each other's tasks rather than queue behind them.
+ * One row per task holds the same JSON record the file store writes, and every change applies
+ * the pure transitions of `domain/transitions.ts`. In the common case each is one statement
+ * with its `pg_notify` (a statement is its own transaction, so a notice goes out only for a
+ * change that committed): a transition writes the record it computed from the one it last
+ * read or wrote, fenced by the row's revision, and falls back to a `SELECT … FOR UPDATE`
+ * transaction when someone else wrote meanwhile; `claimNext` is one statement (claim.ts)
+ * whose `SKIP LOCKED` makes racing workers pass over each other's tasks.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type * as Statement from "@effect/sql/Statement"
 import { Clock, Effect, Either } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
@@ -22,12 +23,11 @@ import {
   preparePayload
 } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord, TaskSummary } from "../../domain/Task.js"
-import { isoTime, isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
+import { isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import type { ClaimedTask, TaskStoreShape } from "../../services/TaskStore.js"
-import type { ApplyStep, ClaimRoom } from "../shared.js"
 import {
   claimantFor,
   claimRoomOf,
@@ -43,8 +43,8 @@ import {
 import type { Row } from "./rows.js"
 import { decodeRow, NotifyChannel, noticeOf, pendingClaimHead, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
-import type { Remembered } from "./remembered.js"
-import { rememberedRows } from "./remembered.js"
+import { bySubmission, claimedRow, claimRound } from "./claim.js"
+import { fencedWrites } from "./fenced.js"
 import { noticeHub } from "./notices.js"
 import { pgWorkerRegistry } from "./workers.js"
 import type { PgTarget } from "./target.js"
@@ -56,51 +56,6 @@ export interface PgStoreSettings {
   readonly connectTimeoutMillis?: number | undefined
   readonly maxPayloadBytes?: number | undefined
 }
-
-/** A row of the claim statement: a claimed row (all null when none was), and the waiting count. */
-interface ClaimRow {
-  readonly task_id: string | null
-  readonly state: string | null
-  readonly created_at: string | null
-  readonly not_before: string | null
-  readonly record: string | null
-  readonly revision: string | null
-  readonly pending_claim: string | null
-  /** What `not_before` was before the claim, to put a damaged row back as it was. */
-  readonly was_not_before: string | null
-  readonly waiting: number
-  readonly next_due_at: string | null
-}
-
-/** Submission order of rows (their columns are "C"-collated, as JavaScript compares). */
-const bySubmission = (a: Row, b: Row): number =>
-  a.created_at < b.created_at
-    ? -1
-    : a.created_at > b.created_at
-      ? 1
-      : a.task_id < b.task_id
-        ? -1
-        : a.task_id > b.task_id
-          ? 1
-          : 0
-
-/** The claimed row, when the claim statement's row holds one. */
-const claimedRow = (row: ClaimRow): Row | undefined =>
-  row.task_id === null ||
-  row.state === null ||
-  row.created_at === null ||
-  row.record === null ||
-  row.revision === null
-    ? undefined
-    : {
-        task_id: row.task_id,
-        state: row.state,
-        created_at: row.created_at,
-        not_before: row.not_before,
-        record: row.record,
-        revision: row.revision,
-        pending_claim: row.pending_claim
-      }
 
 export const makePgTaskStore = (settings: PgStoreSettings) =>
   Effect.gen(function* () {
@@ -119,125 +74,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
      */
     const open = yield* onceSuccessful(openQueue(target, settings, host, layerScope))
 
-    const remembered = rememberedRows()
-
-    /**
-     * Write `next` over the row, fenced by `fence` (the revision the writer read, or nothing
-     * when the writer holds the row locked), with its notice in the same statement: a
-     * statement is its own transaction, so the notice goes out only if the write commits.
-     * The new revision, or undefined when the fence refused (someone else wrote meanwhile).
-     */
-    const writeRow = (sql: PgClient.PgClient, next: TaskRecord, fence: Remembered | undefined) =>
-      Effect.map(
-        sql<{ readonly revision: string }>`
-          WITH written AS (
-            UPDATE ${sql(tasks)}
-            SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)},
-              pending_claim = NULL
-            WHERE queue = ${target.queue} AND task_id = ${next.task_id}
-              ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state}`}
-            RETURNING revision::text AS revision
-          )
-          SELECT revision, pg_notify(${NotifyChannel}, ${noticeOf(target, next)})::text AS notified FROM written`,
-        (rows) => {
-          const revision = rows[0]?.revision
-          if (revision !== undefined) remembered.set(next, revision)
-          return revision
-        }
-      )
-
-    type Step<A, E> = (
-      record: TaskRecord,
-      now: number
-    ) => Either.Either<readonly [TaskRecord | undefined, A], E>
-
-    /**
-     * The fallback: read, transition and write one row in one transaction that holds it. Used
-     * when the one-statement write was refused, when the step writes nothing (an answer read
-     * from a remembered record may be out of date), and for claims by id (SKIP LOCKED).
-     */
-    const locked = <A, E>(taskId: TaskId, step: Step<A, E>, onBusy?: () => A) =>
-      Effect.flatMap(open, ({ sql, secret }) =>
-        retrying(
-          "update",
-          sql.withTransaction(
-            Effect.gen(function* () {
-              const rows = yield* sql<Row>`
-                SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-                WHERE queue = ${target.queue} AND task_id = ${taskId}
-                FOR UPDATE ${sql.literal(onBusy === undefined ? "" : "SKIP LOCKED")}`
-              const row = rows[0]
-              if (row === undefined) {
-                if (onBusy === undefined) return Either.left(new UnknownTask({ taskId }))
-                const exists =
-                  yield* sql`SELECT 1 FROM ${sql(tasks)} WHERE queue = ${target.queue} AND task_id = ${taskId}`
-                return exists.length > 0 ? Either.right(onBusy()) : Either.left(new UnknownTask({ taskId }))
-              }
-              const record = decodeRow(target, row, secret)
-              if (Either.isLeft(record)) return Either.left(record.left)
-              remembered.set(record.right, row.revision)
-              const stepped = step(record.right, yield* Clock.currentTimeMillis)
-              if (Either.isLeft(stepped)) return Either.left(stepped.left)
-              const [next, answer] = stepped.right
-              if (next !== undefined) yield* writeRow(sql, next, undefined)
-              return Either.right(answer)
-            }).pipe(Effect.map((either): Either.Either<A, E | UnknownTask | InvalidRecord> => either))
-          )
-        ).pipe(Effect.flatMap((either) => either))
-      )
-
-    /** The record and revision of a row, read without a lock (and remembered). */
-    const readRemembered = (taskId: TaskId) =>
-      Effect.flatMap(open, ({ sql, secret }) =>
-        Effect.flatMap(
-          retrying(
-            "read",
-            sql<Row>`SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-              WHERE queue = ${target.queue} AND task_id = ${taskId}`
-          ),
-          (rows): Effect.Effect<Remembered, UnknownTask | InvalidRecord> => {
-            const row = rows[0]
-            if (row === undefined) return Effect.fail(new UnknownTask({ taskId }))
-            return Effect.map(decodeRow(target, row, secret), (record) => {
-              remembered.set(record, row.revision)
-              return { record, revision: row.revision }
-            })
-          }
-        )
-      )
-
-    /**
-     * A transition in one statement in the common case: the pure step runs on the record this
-     * store last read or wrote (read now, without a lock, when it has none), and its result is
-     * written fenced by that record's revision. A refused fence (a cancel request, a reaper or
-     * another worker wrote meanwhile) falls back to `locked`, which runs the same step on the
-     * row as it is now. Either way the step is the meaning; the fence makes sure it ran on the
-     * row's current record.
-     */
-    const apply: ApplyStep<UnknownTask | InvalidRecord | StorageError> = <A, E>(
-      taskId: TaskId,
-      step: Step<A, E>,
-      onBusy?: () => A
-    ) =>
-      onBusy !== undefined
-        ? locked(taskId, step, onBusy)
-        : Effect.gen(function* () {
-            const { sql } = yield* open
-            const known = remembered.get(taskId) ?? (yield* readRemembered(taskId))
-            const stepped = step(known.record, yield* Clock.currentTimeMillis)
-            if (Either.isRight(stepped)) {
-              const [next, answer] = stepped.right
-              if (next !== undefined) {
-                // A retry after a commit whose answer was lost finds the fence moved by its own
-                // write, and the fallback then answers from the row as it is (as a retried
-                // transaction did before).
-                const written = yield* retrying("update", writeRow(sql, next, known))
-                if (written !== undefined) return answer
-              }
-            }
-            remembered.forget(taskId)
-            return yield* locked(taskId, step)
-          })
+    const { remembered, apply } = fencedWrites(target, open)
 
     const selectRows = (
       operation: string,
@@ -278,74 +115,6 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       }
     }).pipe(Effect.withSpan("TaskStore.live"))
 
-    /**
-     * One claim round in one statement: the next ready rows, oldest first, locked and skipping
-     * rows other transactions hold (one `ORDER BY … LIMIT` per provider with room left, one
-     * for every other provider, each over an index that serves it, then the oldest `room.left`
-     * of them), moved to running with their claim's inputs stored beside the record
-     * (rows.ts, PendingClaim), each announced; and the count of tasks waiting out a backoff,
-     * from the same snapshot. Always one row; `task_id` is null when nothing was claimed.
-     */
-    const claimRound = (
-      sql: PgClient.PgClient,
-      room: ClaimRoom,
-      now: number,
-      head: string,
-      tokens: ReadonlyArray<string>,
-      passed: ReadonlyArray<string>
-    ) => {
-      const nowText = isoTime(now)
-      const capped = [...room.providers.keys()]
-      const ready = (filter: Statement.Fragment, take: number) => sql`(
-        SELECT task_id, created_at, not_before FROM ${sql(tasks)}
-        WHERE queue = ${target.queue} AND state = 'queued' AND ${filter}
-          AND (not_before IS NULL OR not_before <= ${nowText})
-          ${passed.length === 0 ? sql.literal("") : sql`AND task_id NOT IN ${sql.in(passed)}`}
-        ORDER BY created_at, task_id
-        LIMIT ${take}
-        FOR UPDATE SKIP LOCKED)`
-      const parts = [
-        ...[...room.providers]
-          .filter(([, left]) => left > 0)
-          .map(([provider, left]) => ready(sql`provider = ${provider}`, Math.min(left, room.left))),
-        ready(
-          capped.length === 0 ? sql.literal("true") : sql`coalesce(provider, '') NOT IN ${sql.in(capped)}`,
-          room.left
-        )
-      ]
-      const picks = parts.map((part, index) => sql`${sql.literal(`pick${index}`)} AS ${part}`)
-      const union = sql.join(
-        " UNION ALL ",
-        false
-      )(parts.map((_, index) => sql`SELECT * FROM ${sql.literal(`pick${index}`)}`))
-      return sql<ClaimRow>`
-        WITH ${sql.csv(picks)},
-        picked AS (
-          SELECT task_id, not_before, row_number() OVER (ORDER BY created_at, task_id) AS n
-          FROM (${union}) AS ready
-          ORDER BY created_at, task_id
-          LIMIT ${room.left}
-        ),
-        claimed AS (
-          UPDATE ${sql(tasks)} AS t SET state = 'running', not_before = NULL,
-            pending_claim = ${head} || '"' || (${JSON.stringify(tokens)}::json ->> (picked.n - 1)::int) || '"}'
-          FROM picked
-          WHERE t.queue = ${target.queue} AND t.task_id = picked.task_id
-          RETURNING t.task_id, t.state, t.created_at, t.not_before, t.record, t.revision::text AS revision,
-            t.pending_claim, picked.not_before AS was_not_before
-        ),
-        waiting AS (
-          SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
-          WHERE queue = ${target.queue} AND state = 'queued' AND not_before IS NOT NULL
-            AND not_before > ${nowText}
-        )
-        SELECT claimed.*, waiting.waiting, waiting.next_due_at,
-          CASE WHEN claimed.task_id IS NULL THEN NULL ELSE pg_notify(${NotifyChannel},
-            json_build_array(${target.schema}::text, ${target.queue}::text, claimed.task_id, 'running')::text
-          )::text END AS notified
-        FROM waiting LEFT JOIN claimed ON true`
-    }
-
     const claimNext: TaskStoreShape["claimNext"] = Effect.fn("TaskStore.claimNext")(function* (request) {
       const { sql, secret } = yield* open
       const limit = Math.max(0, request.limit)
@@ -375,7 +144,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         })
         const rows = yield* retrying(
           "claim from",
-          claimRound(sql, room, now, head, tokens.slice(claimed.length), passed)
+          claimRound(sql, target, { room, now, head, tokens: tokens.slice(claimed.length), passed })
         )
         const first = rows[0]
         waiting = { waiting: first?.waiting ?? 0, next_due_at: first?.next_due_at ?? null }
