@@ -370,6 +370,119 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: writers racing on one row", () 
   )
 })
 
+describe.skipIf(!pgAvailable)("PostgreSQL store: one-statement transitions", () => {
+  it.scopedLive(
+    "a write the store did not see (an older relaykeep, a hand edit) moves the fence: the next outcome applies to the row as it is",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const store = yield* pgStoreAt(schema)
+        const receipt = yield* store.submit({ clientRequestId: id("edited"), payload: { n: 1 } })
+        const claimed = Option.getOrThrow(yield* store.claim(receipt.task_id, worker))
+        // A writer that knows nothing of revisions records a cancel request in the record text.
+        const rows = yield* Effect.promise(() =>
+          pgQuery<{ readonly record: string }>(`SELECT record FROM "${schema}".tasks WHERE task_id = $1`, [
+            receipt.task_id
+          ])
+        )
+        const edited = { ...parseRecord(rows[0]?.record), cancel_requested_at: "2026-01-01T00:00:00.000Z" }
+        yield* Effect.promise(() =>
+          pgQuery(`UPDATE "${schema}".tasks SET record = $2 WHERE task_id = $1`, [
+            receipt.task_id,
+            JSON.stringify(edited)
+          ])
+        )
+        // Retryable, so without the request it would be queued again; with it, it ends cancelled.
+        const state = yield* store.fail(receipt.task_id, claimed.lease, {
+          tag: "Boom",
+          message: "scripted",
+          retryable: true
+        })
+        assert.strictEqual(
+          state,
+          "cancelled",
+          "the outcome was computed from the record the store remembered"
+        )
+        assert.strictEqual((yield* store.record(receipt.task_id)).state, "cancelled")
+      })
+  )
+
+  it.scopedLive(
+    "claimNext reports a damaged ready row, puts it back as it was, and claims the next healthy one in its place",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const store = yield* pgStoreAt(schema)
+        const [first, broken, third] = yield* Effect.forEach(["first", "broken", "third"], (name) =>
+          Effect.zipLeft(
+            store.submit({ clientRequestId: id(name), payload: { name } }),
+            Effect.sleep(Duration.millis(3))
+          )
+        )
+        const columns = (taskId: string | undefined) =>
+          Effect.promise(() =>
+            pgQuery<{
+              readonly state: string
+              readonly not_before: string | null
+              readonly record: string
+              readonly pending_claim: string | null
+            }>(`SELECT state, not_before, record, pending_claim FROM "${schema}".tasks WHERE task_id = $1`, [
+              taskId
+            ])
+          )
+        // Damaged, and waiting out a backoff that is over: both must survive the put-back.
+        yield* Effect.promise(() =>
+          pgQuery(
+            `UPDATE "${schema}".tasks SET record = left(record, 40), not_before = '2020-01-01T00:00:00.000Z'
+             WHERE task_id = $1`,
+            [broken?.task_id]
+          )
+        )
+        const before = yield* columns(broken?.task_id)
+        const batch = yield* store.claimNext({ ...worker, limit: 2 })
+        assert.deepStrictEqual(
+          batch.claimed.map((claimed) => claimed.record.task_id),
+          [first?.task_id, third?.task_id]
+        )
+        assert.lengthOf(batch.invalid, 1)
+        assert.match(batch.invalid[0]?.reason ?? "", /JSON/)
+        const after = yield* columns(broken?.task_id)
+        assert.deepStrictEqual(after, before, "put back as it was")
+        assert.deepInclude(after[0], {
+          state: "queued",
+          not_before: "2020-01-01T00:00:00.000Z",
+          pending_claim: null
+        })
+      })
+  )
+
+  it.scopedLive("a worker's transitions on a task it claimed each bump the revision once", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const store = yield* pgStoreAt(schema)
+      const receipt = yield* store.submit({ clientRequestId: id("counted"), payload: { n: 1 } })
+      const revision = Effect.promise(() =>
+        pgQuery<{ readonly revision: string }>(
+          `SELECT revision::text FROM "${schema}".tasks WHERE task_id = $1`,
+          [receipt.task_id]
+        )
+      ).pipe(Effect.map((found) => Number(found[0]?.revision)))
+      assert.strictEqual(yield* revision, 0)
+      const batch = yield* store.claimNext({ ...worker, limit: 1 })
+      const lease = batch.claimed[0]?.lease
+      assert.isDefined(lease)
+      if (lease === undefined) return
+      yield* store.recordProcess(receipt.task_id, lease, 4242)
+      const beat = yield* store.heartbeat(receipt.task_id, lease, 60_000)
+      assert.strictEqual(yield* store.complete(receipt.task_id, beat.lease, { ok: true }), "complete")
+      assert.strictEqual(yield* revision, 4, "claim, process, heartbeat, complete: one write each")
+      const record = yield* store.record(receipt.task_id)
+      assert.strictEqual(record.attempts[0]?.process_group, 4242)
+      assert.deepStrictEqual(record.result, { ok: true })
+    })
+  )
+})
+
 describe.skipIf(!pgAvailable)("PostgreSQL store: counts", () => {
   it.scopedLive(
     "counts read the state column: a damaged row counts under its column, a state no relaykeep writes does not",

@@ -32,7 +32,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           )
           assert.deepStrictEqual(
             migrations.map((row) => row.migration_id),
-            [1, 2, 3],
+            [1, 2, 3, 4, 5],
             "each version recorded exactly once"
           )
           const queues = yield* Effect.promise(() => pgQuery(`SELECT name FROM "${schema}".queues`))
@@ -60,7 +60,8 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         yield* Effect.promise(() =>
           pgQuery(
             `DROP TABLE "${schema}".workers; DROP INDEX "${schema}".tasks_ready; DROP INDEX "${schema}".tasks_waiting;
-             ALTER TABLE "${schema}".tasks DROP COLUMN provider;
+             DROP TRIGGER tasks_revision ON "${schema}".tasks; DROP FUNCTION "${schema}".bump_revision();
+             ALTER TABLE "${schema}".tasks DROP COLUMN provider, DROP COLUMN revision, DROP COLUMN pending_claim;
              DELETE FROM "${schema}".migrations WHERE migration_id >= 2`
           )
         )
@@ -74,7 +75,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         )
         assert.deepStrictEqual(
           versions.map((row) => row.migration_id),
-          [1, 2, 3]
+          [1, 2, 3, 4, 5]
         )
         // Migration 3 filled in the provider of the task it found queued, so claims find it.
         const claimed = yield* upgraded.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 5 })
@@ -107,7 +108,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
       )
       assert.deepStrictEqual(
         versions.map((row) => row.migration_id),
-        [1, 2, 3, 999]
+        [1, 2, 3, 4, 5, 999]
       )
       const rows = yield* Effect.promise(() =>
         pgQuery(`SELECT task_id FROM "${schema}".tasks WHERE task_id = $1`, [receipt.task_id])

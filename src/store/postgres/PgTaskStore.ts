@@ -2,15 +2,16 @@
  * The PostgreSQL TaskStore: the same contract as the file store, for queues that many
  * clients and workers on many machines share (docs/scaling.md).
  *
- * One row per task holds the same JSON record the file store writes, and every change is
- * one transaction: `SELECT … FOR UPDATE` the row, apply the pure transition of
- * `domain/transitions.ts`, `UPDATE` it, and `pg_notify` in the same transaction, so a
- * notification goes out only for a change that committed. Claims add `SKIP LOCKED`, so
- * racing workers pass over each other's tasks rather than queue behind them.
+ * One row per task holds the same JSON record the file store writes, and every change applies
+ * the pure transitions of `domain/transitions.ts`. In the common case each is one statement
+ * with its `pg_notify` (a statement is its own transaction, so a notice goes out only for a
+ * change that committed): a transition writes the record it computed from the one it last
+ * read or wrote, fenced by the row's revision, and falls back to a `SELECT … FOR UPDATE`
+ * transaction when someone else wrote meanwhile; `claimNext` is one statement (claim.ts)
+ * whose `SKIP LOCKED` makes racing workers pass over each other's tasks.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type * as Statement from "@effect/sql/Statement"
 import { Clock, Effect, Either } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
@@ -22,17 +23,14 @@ import {
   preparePayload
 } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord, TaskSummary } from "../../domain/Task.js"
-import { isoTime, isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
+import { isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import type { ClaimedTask, TaskStoreShape } from "../../services/TaskStore.js"
-import type { ApplyStep, ClaimRoom } from "../shared.js"
 import {
   claimantFor,
-  claimOne,
   claimRoomOf,
-  fitsRoom,
   takeRoom,
   DefaultListLimit,
   emptyStateCounts,
@@ -43,8 +41,10 @@ import {
   transitionOperations
 } from "../shared.js"
 import type { Row } from "./rows.js"
-import { decodeRow, NotifyChannel, noticeOf, rowOf, RowColumns } from "./rows.js"
+import { decodeRow, NotifyChannel, noticeOf, pendingClaimHead, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
+import { bySubmission, claimedRow, claimRound } from "./claim.js"
+import { fencedWrites } from "./fenced.js"
 import { noticeHub } from "./notices.js"
 import { pgWorkerRegistry } from "./workers.js"
 import type { PgTarget } from "./target.js"
@@ -74,47 +74,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
      */
     const open = yield* onceSuccessful(openQueue(target, settings, host, layerScope))
 
-    const notify = (sql: PgClient.PgClient, record: TaskRecord) =>
-      sql`SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)})`
-
-    /** Read, transition and write one row in one transaction that holds it. */
-    const apply: ApplyStep<UnknownTask | InvalidRecord | StorageError> = <A, E>(
-      taskId: TaskId,
-      step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>,
-      onBusy?: () => A
-    ) =>
-      Effect.flatMap(open, ({ sql, secret }) =>
-        retrying(
-          "update",
-          sql.withTransaction(
-            Effect.gen(function* () {
-              const rows = yield* sql<Row>`
-                SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-                WHERE queue = ${target.queue} AND task_id = ${taskId}
-                FOR UPDATE ${sql.literal(onBusy === undefined ? "" : "SKIP LOCKED")}`
-              const row = rows[0]
-              if (row === undefined) {
-                if (onBusy === undefined) return Either.left(new UnknownTask({ taskId }))
-                const exists =
-                  yield* sql`SELECT 1 FROM ${sql(tasks)} WHERE queue = ${target.queue} AND task_id = ${taskId}`
-                return exists.length > 0 ? Either.right(onBusy()) : Either.left(new UnknownTask({ taskId }))
-              }
-              const record = decodeRow(target, row, secret)
-              if (Either.isLeft(record)) return Either.left(record.left)
-              const stepped = step(record.right, yield* Clock.currentTimeMillis)
-              if (Either.isLeft(stepped)) return Either.left(stepped.left)
-              const [next, answer] = stepped.right
-              if (next !== undefined) {
-                yield* sql`UPDATE ${sql(tasks)}
-                  SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)}
-                  WHERE queue = ${target.queue} AND task_id = ${taskId}`
-                yield* notify(sql, next)
-              }
-              return Either.right(answer)
-            }).pipe(Effect.map((either): Either.Either<A, E | UnknownTask | InvalidRecord> => either))
-          )
-        ).pipe(Effect.flatMap((either) => either))
-      )
+    const { remembered, apply } = fencedWrites(target, open)
 
     const selectRows = (
       operation: string,
@@ -129,7 +89,10 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         for (const row of rows)
           Either.match(decodeRow(target, row, secret), {
             onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-            onRight: (record) => records.push(record)
+            onRight: (record) => {
+              remembered.set(record, row.revision)
+              records.push(record)
+            }
           })
         return { records, invalid }
       })
@@ -152,117 +115,69 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       }
     }).pipe(Effect.withSpan("TaskStore.live"))
 
-    /**
-     * The next ready rows, oldest first, locked for this transaction and skipping rows other
-     * transactions hold: one query per provider with room left, one for every other provider,
-     * each `ORDER BY … LIMIT` over an index that serves it, so nothing else is touched.
-     */
-    const candidates = (
-      sql: PgClient.PgClient,
-      room: ClaimRoom,
-      now: string,
-      passed: ReadonlyArray<string>
-    ) => {
-      const capped = [...room.providers.keys()]
-      const ready = (filter: Statement.Fragment, take: number) => sql`(
-        SELECT task_id FROM ${sql(tasks)}
-        WHERE queue = ${target.queue} AND state = 'queued' AND ${filter}
-          AND (not_before IS NULL OR not_before <= ${now})
-          ${passed.length === 0 ? sql.literal("") : sql`AND task_id NOT IN ${sql.in(passed)}`}
-        ORDER BY created_at, task_id
-        LIMIT ${take}
-        FOR UPDATE SKIP LOCKED)`
-      const parts = [
-        ...[...room.providers]
-          .filter(([, left]) => left > 0)
-          .map(([provider, left]) => ready(sql`provider = ${provider}`, Math.min(left, room.left))),
-        ready(
-          capped.length === 0 ? sql.literal("true") : sql`coalesce(provider, '') NOT IN ${sql.in(capped)}`,
-          room.left
-        )
-      ]
-      const picks = parts.map((part, index) => sql`${sql.literal(`pick${index}`)} AS ${part}`)
-      const union = sql.join(
-        " UNION ALL ",
-        false
-      )(parts.map((_, index) => sql`SELECT task_id FROM ${sql.literal(`pick${index}`)}`))
-      return sql<Row>`
-        WITH ${sql.csv(picks)}
-        SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-        WHERE queue = ${target.queue} AND task_id IN (${union})
-        ORDER BY created_at, task_id`
-    }
-
     const claimNext: TaskStoreShape["claimNext"] = Effect.fn("TaskStore.claimNext")(function* (request) {
       const { sql, secret } = yield* open
       const limit = Math.max(0, request.limit)
-      // One lease token per claim, drawn before the transaction (which may be run again).
-      const claimants = yield* Effect.forEach(Array.from({ length: limit }), () =>
-        claimantFor(host, request.workerId)
-      )
-      return yield* retrying(
-        "claim from",
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const now = yield* Clock.currentTimeMillis
-            const nowText = isoTime(now)
-            const claimed: Array<ClaimedTask> = []
-            const invalid: Array<InvalidRecordReport> = []
-            let room = claimRoomOf(request)
-            // Rows passed over (damaged, or refused by the transition): asked for again without
-            // them, since they used up part of the round. Each round excludes more, so it ends.
-            const passed: Array<string> = []
-            while (room.left > 0) {
-              const rows = yield* candidates(sql, room, nowText, passed)
-              const before = passed.length
-              for (const row of rows) {
-                const claimant = claimants[claimed.length]
-                const record = decodeRow(target, row, secret)
-                if (Either.isLeft(record)) {
-                  invalid.push({ file: record.left.file, reason: record.left.reason })
-                  passed.push(row.task_id)
-                  continue
-                }
-                const provider = providerOfPayload(record.right.payload)
-                if (claimant === undefined || !fitsRoom(room, provider)) continue
-                const taken = claimOne(record.right, claimant, now, request)
-                if (taken === undefined) {
-                  passed.push(row.task_id)
-                  continue
-                }
-                claimed.push(taken)
-                room = takeRoom(room, provider)
-              }
-              if (passed.length === before) break
-            }
-            if (claimed.length > 0) {
-              const written = claimed.map(({ record }) => ({
-                task_id: record.task_id,
-                record: JSON.stringify(record),
-                notice: noticeOf(target, record)
-              }))
-              yield* sql`
-                WITH claimed AS (
-                  UPDATE ${sql(tasks)} SET state = 'running', not_before = NULL, record = claim.record
-                  FROM ${sql.updateValues(written, "claim")}
-                  WHERE ${sql(tasks)}.queue = ${target.queue} AND ${sql(tasks)}.task_id = claim.task_id
-                  RETURNING claim.notice
-                )
-                SELECT count(pg_notify(${NotifyChannel}, notice)) FROM claimed`
-            }
-            const waiting = yield* sql<{ readonly waiting: number; readonly next_due_at: string | null }>`
-              SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
-              WHERE queue = ${target.queue} AND state = 'queued' AND not_before IS NOT NULL
-                AND not_before > ${nowText}`
-            return {
-              claimed,
-              invalid,
-              waiting: waiting[0]?.waiting ?? 0,
-              next_due_at: waiting[0]?.next_due_at ?? null
-            }
-          })
+      // One lease token per claim, drawn before the statement (which may be run again).
+      const tokens = yield* Effect.forEach(Array.from({ length: limit }), () => host.token)
+      const claimant = yield* claimantFor(host, request.workerId)
+      const claimed: Array<ClaimedTask> = []
+      const invalid: Array<InvalidRecordReport> = []
+      let room = claimRoomOf(request)
+      let waiting: { readonly waiting: number; readonly next_due_at: string | null } = {
+        waiting: 0,
+        next_due_at: null
+      }
+      // Damaged rows the claim met: reported, put back as they were, and passed over by the
+      // next round, which claims in their place. Each round passes over more, so it ends.
+      const passed: Array<string> = []
+      for (;;) {
+        const now = yield* Clock.currentTimeMillis
+        const head = pendingClaimHead({
+          worker_id: claimant.worker_id,
+          pid: claimant.pid,
+          host: claimant.host,
+          boot_id: claimant.boot_id,
+          now,
+          lease_ms: request.leaseMillis,
+          ...(request.retry === undefined ? {} : { retry: request.retry })
+        })
+        const rows = yield* retrying(
+          "claim from",
+          claimRound(sql, target, { room, now, head, tokens: tokens.slice(claimed.length), passed })
         )
-      )
+        const first = rows[0]
+        waiting = { waiting: first?.waiting ?? 0, next_due_at: first?.next_due_at ?? null }
+        const putBack: Array<{ readonly task_id: string; readonly not_before: string | null }> = []
+        // RETURNING follows no order: the batch is in submission order, ties by task id.
+        const ordered = rows
+          .flatMap((row) => {
+            const claimedAt = claimedRow(row)
+            return claimedAt === undefined ? [] : [[claimedAt, row.was_not_before] as const]
+          })
+          .sort(([a], [b]) => bySubmission(a, b))
+        for (const [found, wasNotBefore] of ordered) {
+          const record = decodeRow(target, found, secret)
+          if (Either.isLeft(record) || record.right.lease === null) {
+            if (Either.isLeft(record)) invalid.push({ file: record.left.file, reason: record.left.reason })
+            putBack.push({ task_id: found.task_id, not_before: wasNotBefore })
+            continue
+          }
+          remembered.set(record.right, found.revision)
+          claimed.push({ record: record.right, lease: record.right.lease })
+          room = takeRoom(room, providerOfPayload(record.right.payload))
+        }
+        if (putBack.length === 0) break
+        yield* retrying(
+          "claim from",
+          sql`UPDATE ${sql(tasks)} SET state = 'queued', not_before = back.not_before, pending_claim = NULL
+            FROM ${sql.updateValues(putBack, "back")}
+            WHERE ${sql(tasks)}.queue = ${target.queue} AND ${sql(tasks)}.task_id = back.task_id`
+        )
+        passed.push(...putBack.map((row) => row.task_id))
+        if (room.left <= 0) break
+      }
+      return { claimed, invalid, ...waiting }
     })
 
     const running: TaskStoreShape["running"] = Effect.gen(function* () {
@@ -291,7 +206,9 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           const row = rows[0]
           return row === undefined
             ? Effect.fail(new UnknownTask({ taskId }))
-            : Effect.flatMap(open, ({ secret }) => decodeRow(target, row, secret))
+            : Effect.flatMap(open, ({ secret }) =>
+                Effect.tap(decodeRow(target, row, secret), (record) => remembered.set(record, row.revision))
+              )
         }
       )
 

@@ -58,7 +58,13 @@ const migrations = (schema: string) => ({
       PRIMARY KEY (queue, instance)
     )`
   ),
-  "3_claims": claimsMigration(schema)
+  "3_claims": claimsMigration(schema),
+  "4_revisions": revisionsMigration(schema),
+  // What a claim by `claimNext` leaves for readers to apply (rows.ts, PendingClaim).
+  "5_pending_claims": Effect.flatMap(
+    SqlClient,
+    (sql) => sql`ALTER TABLE ${sql(`${schema}.tasks`)} ADD COLUMN pending_claim text`
+  )
 })
 
 /** How many rows the provider backfill writes per statement. */
@@ -93,6 +99,26 @@ const claimsMigration = (schema: string) =>
         WHERE state = 'queued'`
       yield* sql`CREATE INDEX tasks_waiting ON ${sql(tasks)} (queue, not_before)
         WHERE state = 'queued' AND not_before IS NOT NULL`
+    })
+  )
+
+/**
+ * A revision per row, bumped by the database on every update of the row, whoever makes it: a
+ * relaykeep of this version, an older one still running against the upgraded schema, or a
+ * hand edit. A store that remembers a row's record and revision can then write the next
+ * record in one statement fenced by `revision = remembered`, and be sure that no write it did
+ * not see came in between (PgTaskStore.ts, `apply`).
+ */
+const revisionsMigration = (schema: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    Effect.gen(function* () {
+      const tasks = `${schema}.tasks`
+      const bump = `${schema}.bump_revision`
+      yield* sql`ALTER TABLE ${sql(tasks)} ADD COLUMN revision bigint NOT NULL DEFAULT 0`
+      yield* sql`CREATE FUNCTION ${sql(bump)}() RETURNS trigger LANGUAGE plpgsql AS
+        'BEGIN NEW.revision := OLD.revision + 1; RETURN NEW; END'`
+      yield* sql`CREATE TRIGGER tasks_revision BEFORE UPDATE ON ${sql(tasks)}
+        FOR EACH ROW EXECUTE FUNCTION ${sql(bump)}()`
     })
   )
 
