@@ -287,12 +287,6 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
      */
     readonly wakeups: Stream.Stream<void>
     /**
-     * How many claims a worker gains by having in flight at once: 1 where claims queue for the
-     * same disk anyway (the file store, whose fsyncs would only wait on each other), the pool's
-     * connections for PostgreSQL, where each claim is a round trip of its own.
-     */
-    readonly claimConcurrency: number
-    /**
      * The ids of tasks as they change (any write), so that a waiting `read` wakes at once.
      * Best effort, like `wakeups`: a waiting reader still polls.
      */

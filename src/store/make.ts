@@ -54,7 +54,6 @@ export interface TaskStoreBackend {
   readonly scan: Effect.Effect<ScanResult, StorageError>
   readonly wakeups: Stream.Stream<void>
   readonly changes: Stream.Stream<TaskId>
-  readonly claimConcurrency: number
   readonly workers: WorkerRegistry
   /** A cheaper `list` with the same answers; default: a page of the scan. */
   readonly list?: ((request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>) | undefined
@@ -114,7 +113,6 @@ export const makeTaskStore = (
     running: backend.running,
     wakeups: backend.wakeups,
     changes: backend.changes,
-    claimConcurrency: backend.claimConcurrency,
     list:
       backend.list ??
       Effect.fn("TaskStore.list")(function* (request: ListRequest) {

@@ -263,10 +263,16 @@ const runSequence = (memory: TaskStoreShape, postgres: PgSide, ops: ReadonlyArra
           }
           // The waiting tasks are promised in full only when the batch did not fill up: a
           // full batch reports those it met on the way, which depends on how a store looks.
+          // `queued` and `busy` are hints a store gives when it can, not part of the meaning.
           const answers = yield* onBoth((store) =>
             Effect.map(store.claimNext(request), (batch) =>
               batch.claimed.length < request.limit
-                ? batch
+                ? {
+                    claimed: batch.claimed,
+                    invalid: batch.invalid,
+                    waiting: batch.waiting,
+                    next_due_at: batch.next_due_at
+                  }
                 : { claimed: batch.claimed, invalid: batch.invalid }
             )
           )

@@ -307,7 +307,6 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       // A marker appears in index/queued for each submission and requeue. A watch that cannot
       // start (or fails later) ends the stream quietly: the worker's poll still finds the work.
       wakeups: Stream.map(watchDirectory(layout.queued), () => undefined),
-      claimConcurrency: 1,
       // Every write of a record renames a complete file to tasks/<id>.json.
       changes: Stream.filterMap(watchDirectory(layout.tasks), (event) =>
         Option.fromNullable(taskIdOfRecordFile(path.basename(event.path)))

@@ -150,8 +150,6 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
         invalid: []
       })),
       wakeups: Stream.fromPubSub(wakeups),
-      // Claims cost nothing here; tests of the worker see claims in flight at once.
-      claimConcurrency: 8,
       changes: Stream.fromPubSub(changes),
       workers
     }

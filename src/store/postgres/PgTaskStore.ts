@@ -9,21 +9,19 @@
  * read or wrote, fenced by the row's revision, and falls back to a `SELECT … FOR UPDATE`
  * transaction when someone else wrote meanwhile; `claimNext` is one statement (claim.ts)
  * whose `SKIP LOCKED` makes racing workers pass over each other's tasks.
+ *
+ * Its backend (load, insert-if-absent, the fenced step, claims, scans) is all it writes itself;
+ * `makeTaskStore` builds the port over it, with `list` and `counts` answered in SQL.
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Effect, Either } from "effect"
+import { Clock, Effect, Either, Option } from "effect"
 import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
-import {
-  DefaultMaxPayloadBytes,
-  decodeCursor,
-  encodeCursor,
-  preparePayload
-} from "../../domain/submission.js"
+import { DefaultMaxPayloadBytes, decodeCursor, encodeCursor } from "../../domain/submission.js"
 import type { InvalidRecordReport, TaskRecord, TaskSummary } from "../../domain/Task.js"
-import { isTaskState, toReceipt, toSummary, toView } from "../../domain/Task.js"
+import { isTaskState, toSummary } from "../../domain/Task.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
@@ -37,9 +35,10 @@ import {
   listFilter,
   MaxListLimit,
   onceSuccessful,
-  readiness,
-  transitionOperations
+  readiness
 } from "../shared.js"
+import type { TaskStoreBackend } from "../make.js"
+import { makeTaskStore } from "../make.js"
 import type { Row } from "./rows.js"
 import { decodeRow, NotifyChannel, noticeOf, pendingClaimHead, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
@@ -48,7 +47,7 @@ import { fencedWrites } from "./fenced.js"
 import { noticeHub } from "./notices.js"
 import { pgWorkerRegistry } from "./workers.js"
 import type { PgTarget } from "./target.js"
-import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
+import { DefaultConnectTimeoutMillis } from "./target.js"
 
 export interface PgStoreSettings {
   readonly target: PgTarget
@@ -212,46 +211,39 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         }
       )
 
-    const submit: TaskStoreShape["submit"] = Effect.fn("TaskStore.submit")(function* (request) {
-      const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
-      const { sql, secret } = yield* open
-      const taskId = Transitions.taskIdFor(secret, request.clientRequestId)
-      const record = Transitions.newRecord({
-        taskId,
-        clientRequestId: request.clientRequestId,
-        payload: request.payload,
-        payloadSha256: prepared.sha,
-        now: yield* Clock.currentTimeMillis
-      })
-      // One statement, so one round trip: the insert, and its notice only when it inserted (a
-      // statement is its own transaction; the notice is delivered when it commits).
-      const inserted = yield* retrying(
-        "submit to",
-        sql<{ readonly inserted: number }>`
-          WITH inserted AS (
-            INSERT INTO ${sql(tasks)} ${sql.insert(rowOf(target.queue, record))}
-            ON CONFLICT (queue, task_id) DO NOTHING RETURNING task_id
-          ), notified AS (
-            SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)}) FROM inserted
-          )
-          SELECT count(*)::int AS inserted FROM notified`
-      )
-      if ((inserted[0]?.inserted ?? 0) > 0) return toReceipt(record)
-      // The request id was taken: the same payload gets the stored receipt, another a conflict.
-      // Rows are never deleted, so the row that was in the way is there to read.
-      const existing = yield* readRecord(taskId).pipe(
-        Effect.catchTag("UnknownTask", () =>
-          Effect.fail(
-            storageErrorOf(
-              target,
-              "submit to",
-              `task ${taskId} was in the way of the insert, then could not be read`
+    /** Insert `record` unless its task exists: None once inserted, else the row that was there. */
+    const insertIfAbsent = (record: TaskRecord) =>
+      Effect.gen(function* () {
+        const { sql } = yield* open
+        // One statement, so one round trip: the insert, and its notice only when it inserted (a
+        // statement is its own transaction; the notice is delivered when it commits).
+        const inserted = yield* retrying(
+          "submit to",
+          sql<{ readonly inserted: number }>`
+            WITH inserted AS (
+              INSERT INTO ${sql(tasks)} ${sql.insert(rowOf(target.queue, record))}
+              ON CONFLICT (queue, task_id) DO NOTHING RETURNING task_id
+            ), notified AS (
+              SELECT pg_notify(${NotifyChannel}, ${noticeOf(target, record)}) FROM inserted
+            )
+            SELECT count(*)::int AS inserted FROM notified`
+        )
+        if ((inserted[0]?.inserted ?? 0) > 0) return Option.none<TaskRecord>()
+        // The request id was taken. Rows are removed by nothing but a person, so the row that
+        // was in the way is there to read.
+        const existing = yield* readRecord(record.task_id).pipe(
+          Effect.catchTag("UnknownTask", () =>
+            Effect.fail(
+              storageErrorOf(
+                target,
+                "submit to",
+                `task ${record.task_id} was in the way of the insert, then could not be read`
+              )
             )
           )
         )
-      )
-      return yield* Transitions.resubmit(existing, prepared.sha)
-    })
+        return Option.some(existing)
+      })
 
     const list: TaskStoreShape["list"] = Effect.fn("TaskStore.list")(function* (request) {
       const after = request.cursor === undefined ? undefined : yield* decodeCursor(request.cursor)
@@ -289,32 +281,33 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       }
     })
 
-    const store: TaskStoreShape = {
-      ...transitionOperations(host, apply),
-      submit,
-      record: Effect.fn("TaskStore.record")((taskId: TaskId) => readRecord(taskId)),
-      read: Effect.fn("TaskStore.read")(function* (taskId, sha) {
-        return toView(yield* Transitions.checkHash(yield* readRecord(taskId), sha))
-      }),
+    const backend: TaskStoreBackend = {
+      taskIdFor: (clientRequestId) =>
+        Effect.map(open, ({ secret }) => Transitions.taskIdFor(secret, clientRequestId)),
+      load: (taskId) =>
+        readRecord(taskId).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("UnknownTask", () => Effect.succeedNone)
+        ),
+      insertIfAbsent,
+      apply,
       live,
       claimNext,
       running,
-      wakeups: notices.wakeups,
-      claimConcurrency: settings.maxConnections ?? DefaultMaxConnections,
-      changes: notices.changes,
-      list,
-      check: Effect.gen(function* () {
-        const rows = yield* selectRows(
+      scan: Effect.flatMap(
+        selectRows(
           "check",
           (sql) => sql<Row>`
             SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue}`
-        )
-        const { records, invalid } = yield* sortRows(rows)
-        const states = emptyStateCounts()
-        for (const record of records) states[record.state] += 1
-        return { records: rows.length, states, invalid_records: invalid }
-      }).pipe(Effect.withSpan("TaskStore.check")),
+        ),
+        sortRows
+      ),
+      wakeups: notices.wakeups,
+      changes: notices.changes,
+      list,
+      // One grouped query of the state column, where a damaged row counts under the state its
+      // column names: the dashboard's health reads this, and it never reads a record.
       counts: Effect.gen(function* () {
         const { sql } = yield* open
         const rows = yield* retrying(
@@ -331,5 +324,5 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         Effect.flatMap(open, ({ sql }) => retrying(operation, query(sql)))
       )
     }
-    return store
+    return makeTaskStore(host, backend, { maxPayloadBytes })
   })
