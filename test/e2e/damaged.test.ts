@@ -101,10 +101,15 @@ describe("damaged records", { timeout: 120_000 }, () => {
     assertBytesUnchanged()
   })
 
-  it("a worker pass lists every damaged live record and the badly named file, and runs the healthy tasks", async () => {
+  it("a worker pass lists every damaged live record and runs the healthy tasks", async () => {
     const pass = jsonOutput(PassReport, await relaykeep(["worker", "--root", root]))
     assert.deepStrictEqual([...pass.dispatched].sort(), healthy.map((receipt) => receipt.task_id).sort())
-    assert.deepStrictEqual(pass.invalid_records.map((report) => report.file).sort(), expectedFiles())
+    // A badly named file in tasks/ is no task of the queue: finding it means listing every record
+    // file, which no worker path does (its cost would grow with history). `check` reports it.
+    assert.deepStrictEqual(
+      pass.invalid_records.map((report) => report.file).sort(),
+      damaged.map((d) => d.file).sort()
+    )
     for (const d of damaged) {
       const report = pass.invalid_records.find((r) => r.file === d.file)
       assert.match(report?.reason ?? "", d.reason, d.id)
