@@ -133,6 +133,35 @@ describe("file store index", () => {
       })
   )
 
+  it.scoped(
+    "a queued task whose lock another writer holds is passed over as busy, not as nothing to do",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        const store = yield* fileStoreAt(root)
+        const receipt = yield* store.submit({ clientRequestId: id("held"), payload: {} })
+        const lock = yield* buildService(
+          Lock,
+          fileLockLayer(join(root, "locks")).pipe(
+            Layer.provide(Host.layerTest({})),
+            Layer.provide(NodeContext.layer)
+          )
+        )
+        const request = { workerId: "w", leaseMillis: 60_000, limit: 1 }
+        // Its record written, its lock not yet released: the end of a submit, or a requeue.
+        const during = yield* Effect.scoped(
+          Effect.zipRight(lock.acquire(receipt.task_id), store.claimNext(request))
+        )
+        assert.deepStrictEqual(during.claimed, [])
+        assert.strictEqual(during.busy, 1)
+        const after = yield* store.claimNext(request)
+        assert.deepStrictEqual(
+          after.claimed.map((claimed) => claimed.record.task_id),
+          [receipt.task_id]
+        )
+      })
+  )
+
   it.scoped("live repairs markers that disagree with their records", () =>
     Effect.gen(function* () {
       const root = yield* tempDir

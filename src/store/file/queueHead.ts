@@ -10,7 +10,7 @@
  * - the sorted listing itself, reused while the directory's stamp (inode, mtime, size) is the
  *   one seen after this store's own last change, for at most `MaxListingAgeMillis`. Listing
  *   20,000 names costs 20–60 ms here, more than the claim; reusing it keeps a pass of 1,000
- *   claims from listing 1,000 times. A walk of a reused listing that claims nothing lists
+ *   claims from listing 1,000 times. A walk of a reused listing that claims fewer than asked lists
  *   again before it answers, so a stale listing can delay a task but never hide it.
  * - the provider of each task met (a payload never changes), so that the tasks of a provider
  *   with no room are passed over unread;
@@ -206,7 +206,10 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
               }
             })
           )
-        if (Option.isNone(claimed)) return { _tag: "kept" } as const
+        // Queued, due and within room when read, yet not claimed: another writer held it (a
+        // submission between its record and its unlock, a requeue, a rival claim). Counted as busy,
+        // so that a worker asks again shortly rather than wait for its poll.
+        if (Option.isNone(claimed)) return { _tag: "busy" } as const
         providers.delete(taskId)
         return { _tag: "claimed", claimed: claimed.value } as const
       })
@@ -242,16 +245,35 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
       const [first, fresh] = yield* current
       let used = first
       let result = yield* walk(used, request)
-      // A reused listing may miss what another process added since: before answering that
-      // nothing could be claimed, look at the directory itself.
-      if (!fresh && result.claimed.length === 0 && request.limit > 0) {
+      // A reused listing may miss what another process added since: before answering with
+      // fewer tasks than asked for, look at the directory itself.
+      if (!fresh && result.claimed.length < request.limit) {
         used = yield* listFresh
-        result = yield* walk(used, request)
+        // The tasks already claimed are running now, their markers gone from the fresh listing;
+        // the second walk gets what room they left.
+        let room = claimRoomOf(request)
+        for (const { record } of result.claimed) room = takeRoom(room, providerOfPayload(record.payload))
+        const more = yield* walk(used, { ...request, limit: room.left, room: room.providers })
+        result = {
+          claimed: [...result.claimed, ...more.claimed],
+          dropped: more.dropped,
+          met: {
+            // A damaged record met by both walks is reported once.
+            invalid: [
+              ...result.met.invalid,
+              ...more.met.invalid.filter(
+                (report) => !result.met.invalid.some((seen) => seen.file === report.file)
+              )
+            ],
+            waiting: more.met.waiting
+          },
+          busy: more.busy
+        }
       }
       // This store's own claims changed the directory; the stamp after them is the one to
       // trust. A change by another process during the walk is adopted with it, unseen: that is
       // why a listing is trusted for MaxListingAgeMillis at most, and re-read before an answer
-      // of nothing.
+      // of fewer tasks than asked for.
       const kept = withoutNames(used, result.dropped, yield* stamp)
       yield* Ref.set(listing, Option.some(kept))
       const waiting = result.met.waiting
