@@ -86,7 +86,12 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
             return Either.right(answer)
           }).pipe(Effect.map((either): Either.Either<A, E | UnknownTask | InvalidRecord> => either))
         )
-      ).pipe(Effect.flatMap((either) => either))
+      ).pipe(
+        // What was remembered inside a transaction that did not commit is not the row: forgotten,
+        // or a later fenced write could pass on it over someone else's change (a cancel request).
+        Effect.tapError(() => Effect.sync(() => remembered.forget(taskId))),
+        Effect.flatMap((either) => either)
+      )
     )
 
   /** The record and revision of a row, read without a lock (and remembered). */
