@@ -297,7 +297,10 @@ export const toSummary = (record: TaskRecord): TaskSummary => ({
 })
 
 /** Submission order: oldest first, ties broken by task id. */
-export const submissionOrder = (a: TaskRecord, b: TaskRecord): number =>
+export const submissionOrder = (
+  a: { readonly created_at: string; readonly task_id: string },
+  b: { readonly created_at: string; readonly task_id: string }
+): number =>
   a.created_at < b.created_at
     ? -1
     : a.created_at > b.created_at

@@ -41,6 +41,19 @@ const countingStore = (root: string) =>
     return { store, reads }
   })
 
+/**
+ * The root's task locks as another writer of the same identity takes them: the store sees a
+ * live holder (the same pid and host as its own test Host) and never breaks the lock.
+ */
+const writerLock = (root: string) =>
+  buildService(
+    Lock,
+    fileLockLayer(join(root, "locks")).pipe(
+      Layer.provide(Host.layerTest({})),
+      Layer.provide(NodeContext.layer)
+    )
+  )
+
 describe("file store layout", () => {
   it.scoped("creates the root 0700 and its files 0600, in the documented layout", () =>
     Effect.gen(function* () {
@@ -108,13 +121,7 @@ describe("file store index", () => {
         const record = join(root, "tasks", `${receipt.task_id}.json`)
         const aside = join(root, "aside.json")
         renameSync(record, aside)
-        const lock = yield* buildService(
-          Lock,
-          fileLockLayer(join(root, "locks")).pipe(
-            Layer.provide(Host.layerTest({})),
-            Layer.provide(NodeContext.layer)
-          )
-        )
+        const lock = yield* writerLock(root)
         const request = { workerId: "w", leaseMillis: 60_000, limit: 1 }
         const during = yield* Effect.scoped(
           Effect.zipRight(lock.acquire(receipt.task_id), store.claimNext(request))
@@ -140,13 +147,7 @@ describe("file store index", () => {
         const root = yield* tempDir
         const store = yield* fileStoreAt(root)
         const receipt = yield* store.submit({ clientRequestId: id("held"), payload: {} })
-        const lock = yield* buildService(
-          Lock,
-          fileLockLayer(join(root, "locks")).pipe(
-            Layer.provide(Host.layerTest({})),
-            Layer.provide(NodeContext.layer)
-          )
-        )
+        const lock = yield* writerLock(root)
         const request = { workerId: "w", leaseMillis: 60_000, limit: 1 }
         // Its record written, its lock not yet released: the end of a submit, or a requeue.
         const during = yield* Effect.scoped(

@@ -6,7 +6,7 @@
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import type * as Statement from "@effect/sql/Statement"
-import { isoTime } from "../../domain/Task.js"
+import { isoTime, submissionOrder } from "../../domain/Task.js"
 import type { ClaimRoom } from "../shared.js"
 import type { Row } from "./rows.js"
 import { NotifyChannel } from "./rows.js"
@@ -40,16 +40,7 @@ export interface ClaimRow {
 }
 
 /** Submission order of rows (their columns are "C"-collated, as JavaScript compares). */
-export const bySubmission = (a: Row, b: Row): number =>
-  a.created_at < b.created_at
-    ? -1
-    : a.created_at > b.created_at
-      ? 1
-      : a.task_id < b.task_id
-        ? -1
-        : a.task_id > b.task_id
-          ? 1
-          : 0
+export const bySubmission = (a: Row, b: Row): number => submissionOrder(a, b)
 
 /** The claimed row, when the claim statement's row holds one. */
 export const claimedRow = (row: ClaimRow): Row | undefined =>
