@@ -137,7 +137,11 @@ describe.skipIf(!pgAvailable)("PostgreSQL: claim race", { timeout: 300_000 }, ()
     assert.deepStrictEqual([...records.map((record) => record.task_id)].sort(), expected)
     for (const record of records) {
       const id = record.task_id
-      assert.strictEqual(record.state, "complete", id)
+      assert.strictEqual(
+        record.state,
+        "complete",
+        `${id}: ${JSON.stringify({ error: record.error, attempts: record.attempts })}`
+      )
       assert.strictEqual(record.attempt, 1, id)
       assert.strictEqual(record.attempts.length, 1, id)
       assert.strictEqual(record.attempts[0]?.outcome, "complete", id)
@@ -168,7 +172,12 @@ describe.skipIf(!pgAvailable)("PostgreSQL: claim race", { timeout: 300_000 }, ()
 
     // Each worker stopped cleanly and counts what its events say it claimed; nothing was lost.
     for (const [i, worker] of workers.entries()) {
-      assert.deepStrictEqual(exits[i], { code: 0, signal: null }, `worker ${worker.pid} exit`)
+      assert.deepStrictEqual(
+        exits[i],
+        { code: 0, signal: null },
+        // What it said on the way out (a storage_error event names the failure).
+        `worker ${worker.pid} exit: ${fs.readFileSync(worker.stderrFile, "utf8").split("\n").slice(-6).join("\n")}`
+      )
       assert.deepStrictEqual(
         decodeSummary(fs.readFileSync(worker.stdoutFile, "utf8")),
         {
