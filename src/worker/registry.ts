@@ -121,8 +121,9 @@ export const workersView = (
 /** Read the registry and the running tasks, and join them as of now. */
 export const currentWorkers = Effect.gen(function* () {
   const store = yield* TaskStore
-  const [registered, live] = yield* Effect.all([store.workers.list, store.live], { concurrency: 2 })
-  return workersView(registered, live.running, yield* Clock.currentTimeMillis)
+  // Only the lease holders are joined: `running`, not the whole live queue.
+  const [registered, held] = yield* Effect.all([store.workers.list, store.running], { concurrency: 2 })
+  return workersView(registered, held.running, yield* Clock.currentTimeMillis)
 })
 
 /**
@@ -131,13 +132,13 @@ export const currentWorkers = Effect.gen(function* () {
  */
 export const workersOrLeases = Effect.gen(function* () {
   const store = yield* TaskStore
-  const [listed, live] = yield* Effect.all([Effect.either(store.workers.list), store.live], {
+  const [listed, held] = yield* Effect.all([Effect.either(store.workers.list), store.running], {
     concurrency: 2
   })
   return {
     workers: workersView(
       Either.getOrElse(listed, () => []),
-      live.running,
+      held.running,
       yield* Clock.currentTimeMillis
     ),
     registry_error: Either.isLeft(listed) ? listed.left.message : null
