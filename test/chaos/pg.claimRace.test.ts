@@ -135,12 +135,21 @@ describe.skipIf(!pgAvailable)("PostgreSQL: claim race", { timeout: 300_000 }, ()
     const claimer = new Map(claims.map((claim) => [claim.task_id, claim.pid] as const))
     const index = new Map(receipts.map((receipt, i) => [receipt.task_id, i] as const))
     assert.deepStrictEqual([...records.map((record) => record.task_id)].sort(), expected)
+    /** How the worker with `pid` ended and what it said last: what names a lost task's cause. */
+    const endOf = (pid: number | undefined) => {
+      const i = workers.findIndex((worker) => worker.pid === pid)
+      const worker = workers[i]
+      if (worker === undefined) return "(not one of ours)"
+      const words = fs.readFileSync(worker.stderrFile, "utf8").split("\n").slice(-12).join("\n")
+      return `its worker exited ${JSON.stringify(exits[i])}, its last words:\n${words}`
+    }
     for (const record of records) {
       const id = record.task_id
       assert.strictEqual(
         record.state,
         "complete",
-        `${id}: ${JSON.stringify({ error: record.error, attempts: record.attempts })}`
+        `${id}: ${JSON.stringify({ error: record.error, attempts: record.attempts })}\n` +
+          endOf(record.attempts[0]?.pid)
       )
       assert.strictEqual(record.attempt, 1, id)
       assert.strictEqual(record.attempts.length, 1, id)

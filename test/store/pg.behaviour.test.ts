@@ -8,7 +8,7 @@
  * InvalidRecord, skipped by `list`, and never rewritten.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Option, Schema } from "effect"
+import { Duration, Effect, Either, Exit, Option, Schedule, Schema } from "effect"
 import pg from "pg"
 import { InvalidRecord } from "../../src/domain/errors.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
@@ -329,6 +329,53 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: a row another transaction holds
       yield* rollback
       const outcome = yield* cancel.await.pipe(Effect.timeout(Duration.seconds(20)))
       assert.isTrue(Exit.isSuccess(outcome) && outcome.value.cancelled, "cancelled once the holder let go")
+    })
+  )
+})
+
+/**
+ * Cancel every statement of `schema`'s store that waits for a row lock, as a cancel request
+ * meant for another query does (the driver cancels by connection, not by query). Polled until
+ * one is found, since the waiter may not have reached the lock yet.
+ */
+const cancelLockWaiters = (schema: string) =>
+  Effect.promise(() =>
+    // The waiters are picked first, so that nothing else (this query least of all) is cancelled.
+    pgQuery<{ readonly pid: number }>(
+      `WITH waiters AS MATERIALIZED (
+         SELECT pid FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0
+       )
+       SELECT pid FROM waiters WHERE pg_cancel_backend(pid)`,
+      [schema]
+    )
+  ).pipe(
+    Effect.filterOrFail(
+      (cancelled) => cancelled.length > 0,
+      () => "nothing waits yet"
+    ),
+    Effect.retry(Schedule.spaced(Duration.millis(50))),
+    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => "no statement waited for the row" })
+  )
+
+describe.skipIf(!pgAvailable)("PostgreSQL store: a statement cancelled under it", () => {
+  it.scopedLive("a transition whose statement a stray cancel ended is run again and applies once", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const store = yield* pgStoreAt(schema)
+      const held = yield* store.submit({ clientRequestId: id("held"), payload: { n: 1 } })
+      const rollback = yield* holdRow(schema, held.task_id)
+      const cancel = yield* Effect.fork(store.cancel(held.task_id, held.payload_sha256))
+      const cancelled = yield* cancelLockWaiters(schema)
+      assert.strictEqual(cancelled.length, 1, "one statement waited for the row, and was cancelled")
+      yield* rollback
+      const outcome = yield* cancel.await.pipe(Effect.timeout(Duration.seconds(20)))
+      assert.isTrue(
+        Exit.isSuccess(outcome) && outcome.value.cancelled,
+        `the cancel was run again and applied: ${JSON.stringify(outcome)}`
+      )
+      const view = yield* store.read(held.task_id, held.payload_sha256)
+      assert.strictEqual(view.state, "cancelled")
     })
   )
 })

@@ -16,7 +16,15 @@ import { DefaultConnectTimeoutMillis, DefaultMaxConnections } from "./target.js"
 
 /**
  * Errors a retry can outlive: the connection broke, the server is restarting or refused a
- * connection for a moment. Anything else (a constraint, a permission) is reported at once.
+ * connection for a moment, or a statement was cancelled. Anything else (a constraint, a
+ * permission) is reported at once.
+ *
+ * A cancelled statement (57014) rolled back, so running it again is safe, and a fiber that is
+ * alive to see the error did not ask for it: the driver cancels an interrupted query with
+ * `pg_cancel_backend`, which names a connection rather than a query, so a cancel sent for a
+ * query that ended just before lands on whatever the connection runs next once the pool has
+ * handed it on. A worker interrupts its cancel poll and heartbeat each time an attempt ends, so
+ * under load this hits the next statement on that connection, often the attempt's own outcome.
  */
 const transientCodes = new Set([
   "ECONNREFUSED",
@@ -30,6 +38,7 @@ const transientCodes = new Set([
   "53300", // too_many_connections
   "40001", // serialization_failure
   "40P01", // deadlock_detected
+  "57014", // query_canceled: a stray cancel (above), an operator's pg_cancel_backend, a statement_timeout
   "25006", // read_only_sql_transaction: a failover's old primary, still answering
   "EAI_AGAIN" // a name lookup that failed for a moment (a failover moving a DNS name)
 ])
