@@ -36,6 +36,11 @@ interface Proxy {
   readonly cut: Effect.Effect<void>
   readonly refuse: Effect.Effect<void>
   readonly accept: Effect.Effect<void>
+  /**
+   * Lose the next reply the server sends: it is held back, and a moment later (once the server
+   * has committed what it answered) every connection is cut, as by a network that failed just then.
+   */
+  readonly loseNextReply: Effect.Effect<void>
 }
 
 const serverAddress = () => {
@@ -46,6 +51,14 @@ const serverAddress = () => {
 const tcpProxy: Effect.Effect<Proxy, never, Scope.Scope> = Effect.gen(function* () {
   const target = serverAddress()
   const pairs = new Set<{ readonly client: net.Socket; readonly upstream: net.Socket }>()
+  let losing: "no" | "next" | "now" = "no"
+  const cutAll = () => {
+    for (const { client, upstream } of pairs) {
+      client.destroy()
+      upstream.destroy()
+    }
+    pairs.clear()
+  }
   const server = net.createServer((client) => {
     const upstream = net.connect(target.port, target.host)
     const pair = { client, upstream }
@@ -58,7 +71,16 @@ const tcpProxy: Effect.Effect<Proxy, never, Scope.Scope> = Effect.gen(function* 
     client.on("error", drop).on("close", drop)
     upstream.on("error", drop).on("close", drop)
     client.pipe(upstream)
-    upstream.pipe(client)
+    upstream.on("data", (chunk: Buffer) => {
+      if (losing === "next") {
+        losing = "now"
+        setTimeout(() => {
+          cutAll()
+          losing = "no"
+        }, 300)
+      }
+      if (losing === "no") client.write(chunk)
+    })
   })
   const listenOn = (port: number) =>
     Effect.async<number>((resume) => {
@@ -67,13 +89,7 @@ const tcpProxy: Effect.Effect<Proxy, never, Scope.Scope> = Effect.gen(function* 
         resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : port))
       })
     })
-  const cut = Effect.sync(() => {
-    for (const { client, upstream } of pairs) {
-      client.destroy()
-      upstream.destroy()
-    }
-    pairs.clear()
-  })
+  const cut = Effect.sync(cutAll)
   const close = Effect.async<void>((resume) => {
     if (!server.listening) return resume(Effect.void)
     server.close(() => resume(Effect.void))
@@ -96,7 +112,10 @@ const tcpProxy: Effect.Effect<Proxy, never, Scope.Scope> = Effect.gen(function* 
       }),
       cut
     ),
-    accept: Effect.asVoid(listenOn(port))
+    accept: Effect.asVoid(listenOn(port)),
+    loseNextReply: Effect.sync(() => {
+      losing = "next"
+    })
   }
 })
 
@@ -271,6 +290,36 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: LISTEN/NOTIFY between instances
 })
 
 describe.skipIf(!pgAvailable)("PostgreSQL store: the database goes away", () => {
+  it.scopedLive(
+    "a batch claim whose reply was lost after its commit, run again, returns what it claimed",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const proxy = yield* tcpProxy
+        const store = yield* storeVia(proxy, schema)
+        for (const i of [0, 1, 2]) yield* store.submit({ clientRequestId: id(`t${i}`), payload: { i } })
+        yield* proxy.loseNextReply
+        const batch = yield* mustSucceed("the claim", store.claimNext({ ...worker, limit: 2 }))
+        const running = yield* Effect.promise(() =>
+          pgQuery<{ readonly task_id: string }>(
+            `SELECT task_id FROM "${schema}".tasks WHERE state = 'running' ORDER BY task_id`
+          )
+        )
+        // Every task the database holds as claimed is one the worker was told of: none is stranded.
+        assert.deepStrictEqual(
+          batch.claimed.map((claimed) => claimed.record.task_id).sort(),
+          running.map((row) => row.task_id)
+        )
+        assert.strictEqual(
+          batch.claimed.length,
+          2,
+          "the two oldest, claimed by the commit whose reply was lost"
+        )
+        const oldest = yield* store.list({ limit: 3 })
+        assert.strictEqual(oldest.tasks.filter((task) => task.state === "queued").length, 1)
+      })
+  )
+
   it.scopedLive("connections cut while the store is in use: every operation still succeeds", () =>
     Effect.gen(function* () {
       const schema = yield* scopedSchema

@@ -42,7 +42,7 @@ import { makeTaskStore } from "../make.js"
 import type { Row } from "./rows.js"
 import { decodeRow, NotifyChannel, noticeOf, pendingClaimHead, rowOf, RowColumns } from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
-import { bySubmission, claimedRow, claimRound } from "./claim.js"
+import { bySubmission, claimedRow, claimedWith, claimRound } from "./claim.js"
 import { fencedWrites } from "./fenced.js"
 import { noticeHub } from "./notices.js"
 import { pgWorkerRegistry } from "./workers.js"
@@ -141,9 +141,23 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           lease_ms: request.leaseMillis,
           ...(request.retry === undefined ? {} : { retry: request.retry })
         })
+        const roundTokens = tokens.slice(claimed.length)
+        const round = claimRound(sql, target, { room, now, head, tokens: roundTokens, passed })
+        // Run again after a failure, the round first looks for what it may have claimed already: a
+        // commit whose reply was lost leaves its rows running under these tokens, and claiming
+        // others instead would strand them until their leases expire.
+        let sent = false
         const rows = yield* retrying(
           "claim from",
-          claimRound(sql, target, { room, now, head, tokens: tokens.slice(claimed.length), passed })
+          Effect.suspend(() => {
+            if (!sent || roundTokens.length === 0) {
+              sent = true
+              return round
+            }
+            return Effect.flatMap(claimedWith(sql, target, roundTokens), (found) =>
+              found.length > 0 ? Effect.succeed(found) : round
+            )
+          })
         )
         const first = rows[0]
         waiting = { waiting: first?.waiting ?? 0, next_due_at: first?.next_due_at ?? null }

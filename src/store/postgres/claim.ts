@@ -122,3 +122,17 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
       )::text END AS notified
     FROM waiting LEFT JOIN claimed ON true`
 }
+
+/**
+ * The rows claimed under one of `tokens`: what a claim run again after a failure looks for
+ * first, since a commit whose reply was lost claimed them and the worker never learned it.
+ * Found by the owner token that ends each pending claim (rows.ts, pendingClaimHead); their
+ * `not_before` from before the claim is not known, so a damaged one is put back ready.
+ */
+export const claimedWith = (sql: PgClient.PgClient, target: PgTarget, tokens: ReadonlyArray<string>) =>
+  sql<ClaimRow>`
+    SELECT task_id, state, created_at, not_before, record, revision::text AS revision, pending_claim,
+      NULL::text AS was_not_before, 0 AS waiting, NULL::text AS next_due_at
+    FROM ${sql(`${target.schema}.tasks`)}
+    WHERE queue = ${target.queue} AND state = 'running' AND pending_claim IS NOT NULL
+      AND substring(pending_claim from '"owner_token":"([^"]*)"}$') IN ${sql.in(tokens)}`
