@@ -131,18 +131,20 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       // next round, which claims in their place. Each round passes over more, so it ends.
       const passed: Array<string> = []
       for (;;) {
-        const now = yield* Clock.currentTimeMillis
-        const head = pendingClaimHead({
-          worker_id: claimant.worker_id,
-          pid: claimant.pid,
-          host: claimant.host,
-          boot_id: claimant.boot_id,
-          now,
-          lease_ms: request.leaseMillis,
-          ...(request.retry === undefined ? {} : { retry: request.retry })
-        })
         const roundTokens = tokens.slice(claimed.length)
-        const round = claimRound(sql, target, { room, now, head, tokens: roundTokens, passed })
+        /** The round as of now: run again after a failure, its leases start when it does. */
+        const round = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const head = pendingClaimHead({
+            worker_id: claimant.worker_id,
+            pid: claimant.pid,
+            host: claimant.host,
+            boot_id: claimant.boot_id,
+            now,
+            lease_ms: request.leaseMillis,
+            ...(request.retry === undefined ? {} : { retry: request.retry })
+          })
+          return claimRound(sql, target, { room, now, head, tokens: roundTokens, passed })
+        })
         // Run again after a failure, the round first looks for what it may have claimed already: a
         // commit whose reply was lost leaves its rows running under these tokens, and claiming
         // others instead would strand them until their leases expire.
