@@ -5,6 +5,11 @@
  * However the attempt ends, the provider's processes are gone before anything is written:
  * a cancel stops them and records `cancelled`; a lost lease stops them (the task is someone
  * else's now); an interruption (a worker shutting down) stops them and gives the task back.
+ *
+ * Only the run itself can be interrupted. An interruption that comes earlier (while the
+ * claim that produced the task was still being made, or before the run started) waits for
+ * the run to begin and then gives the task back like any other, so a caller that claims and
+ * runs inside one uninterruptible region never leaves a claimed task under its lease.
  */
 import { Clock, Duration, Effect, Either, Exit, Fiber, Option, Ref, Schedule } from "effect"
 import { ProviderFailed } from "../domain/errors.js"
@@ -113,6 +118,8 @@ export const runAttempt = (
     const running = yield* provider
       .run({ taskId, attempt: lease.attempt, payload: record.payload, onSpawn, onStopped })
       .pipe(
+        // The run is the part a shutdown or a cancel stops, whatever region started it.
+        Effect.interruptible,
         // A bug in a provider fails its task; it must not leave the task running and stop the worker.
         Effect.catchAllDefect((defect) =>
           Effect.fail(
@@ -160,7 +167,9 @@ export const runAttempt = (
     const done = Effect.map(Fiber.join(running), (outcome): Race => ({ _tag: "done", outcome }))
 
     const ended = yield* Effect.raceAll([done, cancelWatch, heartbeats]).pipe(
-      // Shutting down: stop the provider's processes first, then give the task back.
+      Effect.interruptible,
+      // Shutting down: stop the provider's processes first, then give the task back. Installed
+      // outside the interruptible race, so an interruption that was waiting for it lands here.
       Effect.onInterrupt(() =>
         Fiber.interrupt(running).pipe(
           Effect.zipRight(store.release(taskId, lease)),
@@ -224,7 +233,7 @@ export const runAttempt = (
       })
     }
     // Once the provider is stopped, the outcome is written whole even if a shutdown comes now.
-    const end = yield* Effect.uninterruptible(write())
+    const end = yield* write()
     return {
       task_id: taskId,
       attempt: lease.attempt,
@@ -232,4 +241,4 @@ export const runAttempt = (
       duration_ms: (yield* Clock.currentTimeMillis) - startedAt,
       end
     }
-  }).pipe(Effect.withSpan("Worker.attempt"))
+  }).pipe(Effect.uninterruptible, Effect.withSpan("Worker.attempt"))

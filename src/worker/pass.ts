@@ -68,14 +68,32 @@ export const runPass = (
     const limit = options.limit ?? Infinity
     let waiting = 0
 
-    let claims = 0
-    while (claims < limit) {
+    /**
+     * The next claim and its attempt, as one step that cannot be stopped between the two: an
+     * interruption (Ctrl-C) meanwhile waits for the attempt's run, which then gives the task
+     * back (attempt.ts), instead of leaving it under this pass's lease until a reaper comes.
+     */
+    const claimAndRun = Effect.gen(function* () {
       const batch = yield* store.claimNext({
         workerId: options.workerId,
         leaseMillis: options.leaseMillis,
         retry: options.retry,
         limit: 1
       })
+      const claimed = batch.claimed[0]
+      const report =
+        claimed === undefined
+          ? undefined
+          : yield* runAttempt(claimed, {
+              leaseMillis: options.leaseMillis,
+              cancelPollMillis: options.cancelPollMillis ?? DefaultCancelPollMillis
+            })
+      return { batch, report }
+    }).pipe(Effect.uninterruptible)
+
+    let claims = 0
+    while (claims < limit) {
+      const { batch, report } = yield* claimAndRun
       // A damaged record stays in the queue and is met again by the next claim: report it once.
       for (const report of batch.invalid) {
         if (seen.has(report.file)) continue
@@ -83,15 +101,10 @@ export const runPass = (
         invalid.push(report)
       }
       waiting = batch.waiting
-      const claimed = batch.claimed[0]
-      if (claimed === undefined) break
+      if (report === undefined) break
       claims += 1
-      const report = yield* runAttempt(claimed, {
-        leaseMillis: options.leaseMillis,
-        cancelPollMillis: options.cancelPollMillis ?? DefaultCancelPollMillis
-      })
-      if (report.end._tag === "stale") lost.push(claimed.record.task_id)
-      else dispatched.push(claimed.record.task_id)
+      if (report.end._tag === "stale") lost.push(report.task_id)
+      else dispatched.push(report.task_id)
     }
 
     return {

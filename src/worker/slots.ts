@@ -1,12 +1,26 @@
 /**
  * The slot and cap bookkeeping of the watching worker, as pure functions over the attempts it
- * runs (task → provider) and its caps. `worker/watch.ts` keeps the running set in a `Ref` and
+ * runs (attempt → provider) and its caps. `worker/watch.ts` keeps the running set in a `Ref` and
  * asks these what to claim and when; tests check them directly.
  */
 import type { TaskId } from "../domain/ids.js"
 
-/** The attempts a worker runs now: each task with the provider that runs it. */
-export type RunningSet = ReadonlyMap<TaskId, string>
+/**
+ * One attempt: a task and its attempt number. A task can be claimed again by its own worker
+ * while its last attempt is still winding down (a failure sent it back to the queue, and a slot
+ * freed elsewhere claimed it before the old attempt let go of its slot), so the task id alone
+ * would let the new attempt's entry be removed by the old one, and the caps be exceeded by one.
+ */
+export interface AttemptId {
+  readonly taskId: TaskId
+  readonly attempt: number
+}
+
+/** The key of an attempt in a RunningSet. */
+export const attemptKey = ({ taskId, attempt }: AttemptId): string => `${taskId}#${attempt}`
+
+/** The attempts a worker runs now, by `attemptKey`: each with the provider that runs it. */
+export type RunningSet = ReadonlyMap<string, string>
 
 export interface SlotLimits {
   /** Attempts running at once. */
@@ -40,18 +54,19 @@ export const roomOf = (running: RunningSet, limits: SlotLimits): ClaimRoom => {
 /** The running set with the attempts just claimed. */
 export const withClaimed = (
   running: RunningSet,
-  claimed: ReadonlyArray<{ readonly taskId: TaskId; readonly provider: string }>
+  claimed: ReadonlyArray<AttemptId & { readonly provider: string }>
 ): RunningSet => {
   const next = new Map(running)
-  for (const { taskId, provider } of claimed) next.set(taskId, provider)
+  for (const attempt of claimed) next.set(attemptKey(attempt), attempt.provider)
   return next
 }
 
-/** The running set without an attempt that ended. */
-export const withoutTask = (running: RunningSet, taskId: TaskId): RunningSet => {
-  if (!running.has(taskId)) return running
+/** The running set without an attempt that ended (another attempt of its task stays). */
+export const withoutAttempt = (running: RunningSet, attempt: AttemptId): RunningSet => {
+  const key = attemptKey(attempt)
+  if (!running.has(key)) return running
   const next = new Map(running)
-  next.delete(taskId)
+  next.delete(key)
   return next
 }
 

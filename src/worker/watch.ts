@@ -33,7 +33,7 @@ import type { WorkerEvent } from "../services/WorkerOutput.js"
 import { startHeartbeats } from "./heartbeats.js"
 import { reapOrphans } from "./reap.js"
 import type { RunningSet } from "./slots.js"
-import { claimAgainWhenFreed, roomOf, withClaimed, withoutTask } from "./slots.js"
+import { claimAgainWhenFreed, roomOf, withClaimed, withoutAttempt } from "./slots.js"
 
 export interface WatchOptions {
   readonly workerId: string
@@ -216,7 +216,11 @@ export const runWatch = (
           Effect.catchAll(storageFailed),
           Effect.ensuring(
             Effect.all(
-              [Ref.update(running, (current) => withoutTask(current, taskId)), showStatus, signal("freed")],
+              [
+                Ref.update(running, (current) => withoutAttempt(current, { taskId, attempt: lease.attempt })),
+                showStatus,
+                signal("freed")
+              ],
               { discard: true }
             )
           )
@@ -226,8 +230,8 @@ export const runWatch = (
       /**
        * Claim what the free slots and the caps allow, in one `claimNext`, and start an attempt
        * for each task. Uninterruptible from the claim to the forks, so that no claim is left
-       * without a runner; the attempts themselves stay interruptible, or neither a cancel nor a
-       * shutdown could stop their providers.
+       * without a runner; each attempt's run stays interruptible (attempt.ts), or neither a
+       * cancel nor a shutdown could stop its provider.
        */
       const claim = Effect.uninterruptible(
         Effect.gen(function* () {
@@ -244,6 +248,7 @@ export const runWatch = (
           const taken = batch.claimed.map((claimed) => ({
             claimed,
             taskId: claimed.record.task_id,
+            attempt: claimed.lease.attempt,
             provider: providerOfPayload(claimed.record.payload)
           }))
           yield* Ref.update(running, (current) => withClaimed(current, taken))
@@ -254,7 +259,9 @@ export const runWatch = (
               attempt: claimed.lease.attempt,
               provider
             })
-            yield* FiberSet.run(attempts, Effect.interruptible(attemptOf(claimed)))
+            // Forked from this uninterruptible region: an attempt cannot be stopped before its run
+            // starts, so a shutdown that comes now still gives the task back (attempt.ts).
+            yield* FiberSet.run(attempts, attemptOf(claimed))
           }
           yield* Ref.set(
             claimOnFree,

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Option, TestClock } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
 import { ProviderFailed } from "../../src/domain/errors.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import { Host } from "../../src/services/Host.js"
@@ -15,6 +15,8 @@ const here = { pid: 100, hostname: "here", bootId: "boot-1", alive: new Set([100
 const layers = (provider: Layer.Layer<Provider> = echoProviderLayer) =>
   Layer.mergeAll(memoryTaskStoreLayer(), provider).pipe(Layer.provideMerge(Host.layerTest(here)))
 const pass = runPass({ workerId: "test-worker", leaseMillis: 60_000 })
+/** A provider that never finishes on its own. */
+const slowProvider = Provider.layerTest(() => Effect.never)
 
 describe("worker pass", () => {
   it.effect("runs queued tasks oldest first through the echo provider, then finds nothing", () =>
@@ -185,5 +187,43 @@ describe("worker pass", () => {
         )
       )
     )
+  )
+
+  it.effect(
+    "interrupted between a claim and its attempt, gives the task back instead of holding its lease",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* TaskStore
+        const receipt = yield* store.submit({ clientRequestId: id("held"), payload: {} })
+        const claimedIt = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        // The claim is made, then held open: the interruption arrives after the task is claimed and
+        // before its attempt has begun.
+        const holding = TaskStore.of({
+          ...store,
+          claimNext: (request) =>
+            store
+              .claimNext(request)
+              .pipe(
+                Effect.zipLeft(Deferred.succeed(claimedIt, undefined)),
+                Effect.zipLeft(Deferred.await(gate))
+              )
+        })
+        // Two attempts, so that the one given back leaves the task queued for the next.
+        const twice = runPass({
+          workerId: "test-worker",
+          leaseMillis: 60_000,
+          retry: { max_attempts: 2, backoff_initial_ms: 1_000, backoff_max_ms: 1_000 }
+        })
+        const fiber = yield* Effect.fork(Effect.provideService(twice, TaskStore, holding))
+        yield* Deferred.await(claimedIt)
+        const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+        yield* Deferred.succeed(gate, undefined)
+        const exit = yield* Fiber.join(interrupting)
+        assert.isTrue(Exit.isInterrupted(exit))
+        const view = yield* store.read(receipt.task_id, receipt.payload_sha256)
+        assert.strictEqual(view.state, "queued", "the claim was given back, not left running under its lease")
+        assert.strictEqual(view.attempts[0]?.error?.tag, "shutdown")
+      }).pipe(Effect.provide(layers(slowProvider)))
   )
 })

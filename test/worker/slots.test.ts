@@ -3,16 +3,17 @@ import { assert, describe, it } from "@effect/vitest"
 import { TaskId } from "../../src/domain/ids.js"
 import type { RunningSet } from "../../src/worker/slots.js"
 import {
+  attemptKey,
   claimAgainWhenFreed,
   roomOf,
   runningPerProvider,
   withClaimed,
-  withoutTask
+  withoutAttempt
 } from "../../src/worker/slots.js"
 
 const task = (n: number) => TaskId.make(n.toString(16).padStart(64, "0"))
 const runningOf = (...providers: ReadonlyArray<string>): RunningSet =>
-  new Map(providers.map((provider, n) => [task(n), provider]))
+  new Map(providers.map((provider, n) => [attemptKey({ taskId: task(n), attempt: 1 }), provider]))
 const caps = (entries: Record<string, number>) => new Map(Object.entries(entries))
 
 describe("worker slots", () => {
@@ -61,14 +62,30 @@ describe("worker slots", () => {
 
   it("claimed attempts are added, ended ones removed, and the input is never changed", () => {
     const before = runningOf("a")
-    const after = withClaimed(before, [{ taskId: task(9), provider: "b" }])
+    const after = withClaimed(before, [{ taskId: task(9), attempt: 1, provider: "b" }])
     assert.strictEqual(before.size, 1)
     assert.deepStrictEqual([...after.values()], ["a", "b"])
-    const ended = withoutTask(after, task(0))
-    assert.deepStrictEqual([...ended.keys()], [task(9)])
+    const ended = withoutAttempt(after, { taskId: task(0), attempt: 1 })
+    assert.deepStrictEqual([...ended.keys()], [attemptKey({ taskId: task(9), attempt: 1 })])
     assert.strictEqual(after.size, 2)
-    // Removing a task that is not there gives the same set back.
-    assert.strictEqual(withoutTask(ended, task(5)), ended)
+    // Removing an attempt that is not there gives the same set back.
+    assert.strictEqual(withoutAttempt(ended, { taskId: task(5), attempt: 1 }), ended)
+  })
+
+  it("a task claimed again while its last attempt winds down holds two slots until that one ends", () => {
+    const limits = { concurrency: 2, maxPerProvider: caps({ claude: 1 }) }
+    // Attempt 1 failed and sent the task back; a freed slot claimed it again (attempt 2) before
+    // attempt 1 gave its own slot back.
+    const both = withClaimed(runningOf(), [
+      { taskId: task(1), attempt: 1, provider: "claude" },
+      { taskId: task(1), attempt: 2, provider: "claude" }
+    ])
+    assert.strictEqual(roomOf(both, limits).limit, 0)
+    // The old attempt ends: the new one still holds its slot and the provider's whole cap.
+    const after = withoutAttempt(both, { taskId: task(1), attempt: 1 })
+    const room = roomOf(after, limits)
+    assert.strictEqual(room.limit, 1)
+    assert.strictEqual(room.room.get("claude"), 0)
   })
 
   describe("whether a freed slot claims at once", () => {
