@@ -17,6 +17,10 @@
  * - the end of the backoff of each waiting task met. No one can claim a task before its
  *   backoff ends, so until then its record cannot have changed in a way that makes it
  *   claimable; once the time has passed, the record is read again.
+ *
+ * Hints of tasks that left the queue are forgotten (`Hints`): when this store claims them, when
+ * a walk finds their marker gone, and, for those other workers took, whenever the hints outgrow
+ * a fresh listing. A worker that runs for months keeps hints of the queue, not of its history.
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
@@ -73,6 +77,43 @@ export const withoutNames = (listing: Listing, gone: ReadonlySet<string>, stamp:
 /** How many names a listing still holds. */
 export const namesLeft = (listing: Listing) => listing.names.length - listing.start - listing.dropped.size
 
+/** What a store learned of the queued tasks it met: each one's provider, and when a backoff ends. */
+export interface Hints {
+  readonly providers: Map<TaskId, string>
+  readonly waitingUntil: Map<TaskId, string>
+  /** Forget a task that left the queue. */
+  readonly forget: (taskId: TaskId) => void
+  /**
+   * Given a fresh listing of every queued task, forget the others (claimed or removed by other
+   * processes) once the hints hold more tasks than the listing: O(listing), and only as often
+   * as the hints double, so a look stays O(what it reads) on average.
+   */
+  readonly keepListed: (names: ReadonlyArray<string>) => void
+}
+
+export const makeHints = (): Hints => {
+  const providers = new Map<TaskId, string>()
+  const waitingUntil = new Map<TaskId, string>()
+  return {
+    providers,
+    waitingUntil,
+    forget: (taskId) => {
+      providers.delete(taskId)
+      waitingUntil.delete(taskId)
+    },
+    keepListed: (names) => {
+      if (providers.size <= names.length && waitingUntil.size <= names.length) return
+      const listed = new Set<string>()
+      for (const name of names) {
+        const taskId = taskIdOfQueuedMarker(name)
+        if (taskId !== undefined) listed.add(taskId)
+      }
+      for (const map of [providers, waitingUntil])
+        for (const taskId of map.keys()) if (!listed.has(taskId)) map.delete(taskId)
+    }
+  }
+}
+
 export interface QueueHeadDeps {
   readonly fs: FileSystem.FileSystem
   readonly path: Path.Path
@@ -109,8 +150,8 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
   Effect.gen(function* () {
     const { fs, layout } = deps
     const listing = yield* Ref.make(Option.none<Listing>())
-    const providers = new Map<TaskId, string>()
-    const waitingUntil = new Map<TaskId, string>()
+    const hints = makeHints()
+    const { providers, waitingUntil } = hints
 
     const stamp = Effect.map(
       fs.stat(layout.queued).pipe(Effect.mapError(toStorageError("read", layout.queued))),
@@ -124,6 +165,7 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
     const listFresh = Effect.gen(function* () {
       const before = yield* stamp
       const names = [...(yield* listDirectory(fs, layout.queued))].sort()
+      hints.keepListed(names)
       const listed: Listing = {
         names,
         start: 0,
@@ -175,9 +217,9 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
           // Held: most often a submission between its marker and its record, whose wake-up came
           // with the marker. It stays in the listing, and the batch says to ask again soon.
           if (repaired === "busy") return { _tag: "busy" } as const
-          return Option.isSome(repaired) && repaired.value.state === "queued"
-            ? ({ _tag: "kept" } as const)
-            : ({ _tag: "gone" } as const)
+          if (Option.isSome(repaired) && repaired.value.state === "queued") return { _tag: "kept" } as const
+          hints.forget(taskId)
+          return { _tag: "gone" } as const
         }
         const provider = providerOfPayload(record.payload)
         providers.set(taskId, provider)
@@ -210,7 +252,7 @@ export const queueHead = (deps: QueueHeadDeps): Effect.Effect<TaskStoreShape["cl
         // submission between its record and its unlock, a requeue, a rival claim). Counted as busy,
         // so that a worker asks again shortly rather than wait for its poll.
         if (Option.isNone(claimed)) return { _tag: "busy" } as const
-        providers.delete(taskId)
+        hints.forget(taskId)
         return { _tag: "claimed", claimed: claimed.value } as const
       })
 
