@@ -224,6 +224,43 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: LISTEN/NOTIFY between instances
     })
   )
 
+  it.scopedLive("a capped claim that locked rows it did not take tells the others to look again", () =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const listener = yield* pgStoreAt(schema, { hostname: "listener" })
+      const writer = yield* pgStoreAt(schema, { hostname: "writer" })
+      const wakeups = yield* collect(listener.wakeups)
+      yield* next(wakeups, "wake-up for listening")
+      const claude = yield* writer.submit({
+        clientRequestId: id("c"),
+        payload: { provider: "claude", prompt: "a" }
+      })
+      yield* next(wakeups, "wake-up for the first submission")
+      const codex = yield* writer.submit({
+        clientRequestId: id("x"),
+        payload: { provider: "codex", prompt: "b" }
+      })
+      yield* next(wakeups, "wake-up for the second submission")
+      // One slot, claude capped: the claude part locks the claude task, the part for every other
+      // provider locks the codex task, and the round takes only the older, claude's.
+      const capped = yield* writer.claimNext({ ...worker, limit: 1, room: new Map([["claude", 1]]) })
+      assert.deepStrictEqual(
+        capped.claimed.map((claimed) => claimed.record.task_id),
+        [claude.task_id]
+      )
+      yield* next(wakeups, "wake-up for the task the capped claim locked and left")
+      // Without caps a round locks only what it takes: the codex task's claim wakes nobody.
+      const changes = yield* collect(listener.changes)
+      const plain = yield* writer.claimNext({ ...worker, limit: 1 })
+      const running = plain.claimed[0]
+      if (running === undefined) return assert.fail("the codex task was not claimed")
+      assert.strictEqual(running.record.task_id, codex.task_id)
+      yield* untilHeard(changes, codex.task_id, writer.heartbeat(codex.task_id, running.lease, 60_000))
+      yield* Effect.sleep(Duration.millis(300))
+      assert.strictEqual(yield* Queue.size(wakeups), 0, "no wake-up for an uncapped claim")
+    })
+  )
+
   it.scopedLive("changes names the task of every write by another instance of its queue, in order", () =>
     Effect.gen(function* () {
       const schema = yield* scopedSchema

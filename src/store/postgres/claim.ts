@@ -9,7 +9,7 @@ import type * as Statement from "@effect/sql/Statement"
 import { isoTime, submissionOrder } from "../../domain/Task.js"
 import type { ClaimRoom } from "../shared.js"
 import type { Row } from "./rows.js"
-import { NotifyChannel } from "./rows.js"
+import { lookAgainNotice, NotifyChannel } from "./rows.js"
 import type { PgTarget } from "./target.js"
 
 /** What one round claims with. */
@@ -67,6 +67,11 @@ export const claimedRow = (row: ClaimRow): Row | undefined =>
  * of them), moved to running with their claim's inputs stored beside the record
  * (rows.ts, PendingClaim), each announced; and the count of tasks waiting out a backoff,
  * from the same snapshot. Always one row; `task_id` is null when nothing was claimed.
+ *
+ * With caps, the parts together may lock more rows than the round takes, and for as long as
+ * the statement runs a rival claim skips those rows as taken. So that the rival does not then
+ * sleep until its poll with ready work in the queue, such a round also sends the notice that
+ * tells every worker of the queue to look again (once, when it commits).
  */
 export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: ClaimRound) => {
   const { room, now, head, tokens, passed } = round
@@ -95,6 +100,12 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
     " UNION ALL ",
     false
   )(parts.map((_, index) => sql`SELECT * FROM ${sql.literal(`pick${index}`)}`))
+  // One part locks no more than it picks; several may lock rows that none of them takes.
+  const surplus =
+    parts.length === 1
+      ? sql.literal("")
+      : sql`, CASE WHEN (SELECT count(*) FROM (${union}) AS locked) > (SELECT count(*) FROM picked)
+          THEN pg_notify(${NotifyChannel}, ${lookAgainNotice(target)})::text END AS looked_again`
   return sql<ClaimRow>`
     WITH ${sql.csv(picks)},
     picked AS (
@@ -119,7 +130,7 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
     SELECT claimed.*, waiting.waiting, waiting.next_due_at,
       CASE WHEN claimed.task_id IS NULL THEN NULL ELSE pg_notify(${NotifyChannel},
         json_build_array(${target.schema}::text, ${target.queue}::text, claimed.task_id, 'running')::text
-      )::text END AS notified
+      )::text END AS notified ${surplus}
     FROM waiting LEFT JOIN claimed ON true`
 }
 
