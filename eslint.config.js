@@ -17,7 +17,7 @@ export default tseslint.config(
   },
   {
     // Entrypoints and fixtures talk to the terminal directly; library code logs through Effect.
-    files: ["src/bin/**", "fixtures/**", "examples/**", "scripts/**", "bench/run.ts"],
+    files: ["src/bin/**", "fixtures/**", "examples/**", "scripts/**", "bench/run.ts", "bench/profile.ts"],
     languageOptions: { globals: { process: "readonly", console: "readonly", Buffer: "readonly" } },
     rules: { "no-console": "off" }
   }

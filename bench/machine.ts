@@ -25,6 +25,19 @@ const filesystemOf = (dir: string): string => {
   }
 }
 
+/** Whether `value` is a Machine as latest.json holds it (read back by `npm run bench -- --report`). */
+export const isMachine = (value: unknown): value is Machine =>
+  typeof value === "object" &&
+  value !== null &&
+  ["date", "os", "cpu", "node", "filesystem"].every(
+    (key) => key in value && typeof Reflect.get(value, key) === "string"
+  ) &&
+  ["cores", "memory_gib", "load_average"].every(
+    (key) => key in value && typeof Reflect.get(value, key) === "number"
+  ) &&
+  "postgres" in value &&
+  (value.postgres === null || typeof value.postgres === "string")
+
 export const describeMachine = (dir: string, postgres: string | null): Machine => ({
   date: new Date().toISOString(),
   os: `${os.type()} ${os.release()} ${os.arch()}`,

@@ -1,7 +1,8 @@
 /**
  * `npm run bench [-- NAME… ] [--runs N]`: run the benchmarks, print the table, and write
  * bench/results/latest.json and docs/benchmarks.md. Running some benchmarks replaces their
- * entries and keeps the others from the last run.
+ * entries and keeps the others from the last run. `--report` runs nothing: it writes
+ * docs/benchmarks.md again from latest.json and bench/methods.md (after an edit of the methods).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import os from "node:os"
@@ -11,7 +12,7 @@ import prettier from "prettier"
 import { benchmarks } from "./benchmarks/index.js"
 import type { BenchResult } from "./harness.js"
 import { runBenchmark } from "./harness.js"
-import { describeMachine } from "./machine.js"
+import { describeMachine, isMachine } from "./machine.js"
 import { postgresVersion } from "./postgres.js"
 import type { Results } from "./report.js"
 import { markdown, terminalTable } from "./report.js"
@@ -23,7 +24,7 @@ const MinRuns = 5
 
 const usage = (reason: string): never => {
   console.error(`bench: ${reason}`)
-  console.error(`usage: npm run bench -- [NAME…] [--runs N (at least ${MinRuns})]`)
+  console.error(`usage: npm run bench -- [NAME…] [--runs N (at least ${MinRuns})] | --report`)
   console.error(`benchmarks: ${benchmarks.map((benchmark) => benchmark.name).join(", ")}`)
   process.exit(2)
 }
@@ -31,9 +32,12 @@ const usage = (reason: string): never => {
 const parseArgs = (argv: ReadonlyArray<string>) => {
   const names: Array<string> = []
   let runs = MinRuns
+  let reportOnly = false
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index] ?? ""
-    if (arg === "--runs") {
+    if (arg === "--report") {
+      reportOnly = true
+    } else if (arg === "--runs") {
       runs = Number(argv[++index])
       if (!Number.isInteger(runs) || runs < MinRuns) usage(`--runs must be an integer of at least ${MinRuns}`)
     } else if (arg.startsWith("-")) {
@@ -44,7 +48,8 @@ const parseArgs = (argv: ReadonlyArray<string>) => {
       names.push(arg)
     }
   }
-  return { names, runs }
+  if (reportOnly && names.length > 0) usage("--report runs nothing: name no benchmark with it")
+  return { names, runs, reportOnly }
 }
 
 const previousResults = (): ReadonlyArray<BenchResult> => {
@@ -65,11 +70,15 @@ const previousResults = (): ReadonlyArray<BenchResult> => {
 }
 
 /** latest.json and docs/benchmarks.md: these results, and the other benchmarks' last ones. */
-const writeResults = async (scratch: string, fresh: ReadonlyArray<BenchResult>) => {
+const writeResults = async (
+  scratch: string,
+  fresh: ReadonlyArray<BenchResult>,
+  machine?: Results["machine"]
+) => {
   // Keep the other benchmarks' last results, in the registry's order.
   const byName = new Map([...previousResults(), ...fresh].map((result) => [result.name, result]))
   const results: Results = {
-    machine: describeMachine(scratch, await postgresVersion()),
+    machine: machine ?? describeMachine(scratch, await postgresVersion()),
     benchmarks: benchmarks.flatMap((benchmark) => byName.get(benchmark.name) ?? [])
   }
   mkdirSync(path.dirname(latestFile), { recursive: true })
@@ -84,7 +93,18 @@ const writeResults = async (scratch: string, fresh: ReadonlyArray<BenchResult>) 
 }
 
 const main = async () => {
-  const { names, runs } = parseArgs(process.argv.slice(2))
+  const { names, runs, reportOnly } = parseArgs(process.argv.slice(2))
+  if (reportOnly) {
+    // The machine the results were taken on, not the one that writes the page.
+    const latest: unknown = JSON.parse(readFileSync(latestFile, "utf8"))
+    const machine =
+      typeof latest === "object" && latest !== null && "machine" in latest && isMachine(latest.machine)
+        ? latest.machine
+        : undefined
+    await writeResults(os.tmpdir(), [], machine)
+    console.log(`wrote ${path.relative(repo, docsFile)} from ${path.relative(repo, latestFile)}`)
+    return
+  }
   const chosen =
     names.length === 0 ? benchmarks : benchmarks.filter((benchmark) => names.includes(benchmark.name))
   const scratch = process.env["RELAYKEEP_BENCH_DIR"] ?? os.tmpdir()

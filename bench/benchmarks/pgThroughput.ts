@@ -69,7 +69,7 @@ const untilFinished = async (client: pg.Client, query: string, values: ReadonlyA
 
 const rate = (millis: number) => Jobs / (millis / 1000)
 
-interface Phases {
+export interface Phases {
   readonly enqueue: number
   readonly process: number
 }
@@ -79,7 +79,15 @@ const dropSchema = (schema: string) =>
   withPg((client) => client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`))
 
 /** RelayKeep: `TaskStore.submit`, then the watching worker (`runWatch`) with a no-op provider. */
-const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
+/** What bench/profile.ts runs around a phase, to profile it alone. */
+export interface PhaseHooks {
+  readonly beforeEnqueue?: () => Promise<void>
+  readonly afterEnqueue?: () => Promise<void>
+  readonly beforeProcess?: () => Promise<void>
+  readonly afterProcess?: () => Promise<void>
+}
+
+export const relaykeep = async (run: number, probe: pg.Client, hooks: PhaseHooks = {}): Promise<Phases> => {
   const schema = freshSchema("relaykeep")
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(
@@ -94,6 +102,7 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
     // Connect and create the schema before the clock starts, as the peers do.
     await runtime.runPromise(store.check)
 
+    await hooks.beforeEnqueue?.()
     const enqueueStart = now()
     await inFlight(Jobs, Concurrency, (n) =>
       runtime.runPromise(
@@ -104,7 +113,9 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
       )
     )
     const enqueueMillis = now() - enqueueStart
+    await hooks.afterEnqueue?.()
 
+    await hooks.beforeProcess?.()
     const processStart = now()
     const worker = runtime.runFork(
       runWatch({
@@ -125,6 +136,7 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
       []
     )
     const processMillis = now() - processStart
+    await hooks.afterProcess?.()
 
     await runtime.runPromise(Effect.flatMap(Shutdown, (shutdown) => shutdown.signal("SIGTERM")))
     const summary = await runtime.runPromise(Fiber.join(worker))
@@ -145,7 +157,7 @@ const relaykeep = async (run: number, probe: pg.Client): Promise<Phases> => {
  * SKIP LOCKED, and the same complete), and fetch again at once: pg-boss at its fastest with
  * `Concurrency` jobs at once, the strongest baseline it offers.
  */
-const pgboss = async (run: number, probe: pg.Client): Promise<Phases> => {
+export const pgboss = async (run: number, probe: pg.Client, hooks: PhaseHooks = {}): Promise<Phases> => {
   const schema = freshSchema("pgboss")
   const queue = "bench"
   const boss = new PgBoss({ connectionString: benchPgUrl, schema, max: Concurrency })
@@ -155,14 +167,17 @@ const pgboss = async (run: number, probe: pg.Client): Promise<Phases> => {
     await boss.start()
     await boss.createQueue(queue)
 
+    await hooks.beforeEnqueue?.()
     const enqueueStart = now()
     await inFlight(Jobs, Concurrency, (n) => boss.send(queue, payloadOf(run, n)))
     const enqueueMillis = now() - enqueueStart
+    await hooks.afterEnqueue?.()
 
     let handled = 0
     const handler = async (_job: PgBoss.Job<unknown>) => {
       handled += 1
     }
+    await hooks.beforeProcess?.()
     const processStart = now()
     const worker = async () => {
       for (;;) {
@@ -179,6 +194,7 @@ const pgboss = async (run: number, probe: pg.Client): Promise<Phases> => {
       [queue]
     )
     const processMillis = now() - processStart
+    await hooks.afterProcess?.()
 
     if (handled !== Jobs || errors.length > 0)
       throw new Error(`pg-boss handled ${handled} of ${Jobs}: ${errors.join("; ")}`)
@@ -192,7 +208,7 @@ const pgboss = async (run: number, probe: pg.Client): Promise<Phases> => {
 const quiet = new GraphileLogger(() => () => {})
 
 /** graphile-worker: `addJob` on a shared pool, then `run` with `concurrency`, and its LISTEN. */
-const graphile = async (run: number, probe: pg.Client): Promise<Phases> => {
+export const graphile = async (run: number, probe: pg.Client, hooks: PhaseHooks = {}): Promise<Phases> => {
   const schema = freshSchema("graphile")
   // graphile-worker holds one pool connection for LISTEN; one more keeps `Concurrency` for jobs.
   const pool = new pg.Pool({ connectionString: benchPgUrl, max: Concurrency + 1 })
@@ -204,11 +220,14 @@ const graphile = async (run: number, probe: pg.Client): Promise<Phases> => {
     await runMigrations({ pgPool: pool, schema, logger: quiet })
     const utils = await makeWorkerUtils({ pgPool: pool, schema, logger: quiet })
     try {
+      await hooks.beforeEnqueue?.()
       const enqueueStart = now()
       await inFlight(Jobs, Concurrency, (n) => utils.addJob("noop", payloadOf(run, n)))
       const enqueueMillis = now() - enqueueStart
+      await hooks.afterEnqueue?.()
 
       let handled = 0
+      await hooks.beforeProcess?.()
       const processStart = now()
       const runner = await runGraphile({
         pgPool: pool,
@@ -229,6 +248,7 @@ const graphile = async (run: number, probe: pg.Client): Promise<Phases> => {
           Jobs
         ])
         processMillis = now() - processStart
+        await hooks.afterProcess?.()
       } finally {
         await runner.stop()
       }
