@@ -155,6 +155,22 @@ export const TaskRecord = Schema.Struct({
 })
 export type TaskRecord = typeof TaskRecord.Type
 
+/**
+ * A task's record without its payload: what a worker reads of a task it already holds (the
+ * cancel poll) and what reaping reads of the running tasks. A payload never changes after its
+ * submission, so nothing read this way needs it, and a store that keeps payloads apart (the
+ * PostgreSQL store) never sends them.
+ */
+export const RecordHead = TaskRecord.pipe(Schema.omit("payload"))
+export type RecordHead = typeof RecordHead.Type
+
+/** `record` without its payload. */
+export const headOf = (record: TaskRecord): RecordHead => {
+  const { payload, ...head } = record
+  void payload
+  return head
+}
+
 /** The fields the answers share, described once. */
 const Described = {
   task_id: TaskId.annotations({ description: "The task's id: 64 lowercase hex characters" }),

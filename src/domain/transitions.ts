@@ -14,6 +14,7 @@ import type {
   LateOutcome,
   Lease,
   Receipt,
+  RecordHead,
   RetryPolicy,
   TaskError,
   TaskRecord,
@@ -74,6 +75,17 @@ export const recordDefect = (
   record: TaskRecord,
   storedUnder: TaskId,
   secret: Uint8Array
+): string | undefined =>
+  headDefect(record, storedUnder, secret) ??
+  (payloadSha256(record.payload) !== record.payload_sha256
+    ? "payload does not match payload_sha256"
+    : undefined)
+
+/** `recordDefect` of a record read without its payload: every check but the payload's hash. */
+export const headDefect = (
+  record: RecordHead,
+  storedUnder: TaskId,
+  secret: Uint8Array
 ): string | undefined => {
   if (record.task_id !== storedUnder)
     return `task_id ${record.task_id} does not match its name ${storedUnder}`
@@ -81,7 +93,6 @@ export const recordDefect = (
   // written by this store (planted, or copied from another root) and is never dispatched.
   if (taskIdFor(secret, record.client_request_id) !== record.task_id)
     return "task_id is not the keyed hash of client_request_id under this store's secret (planted, or copied from another store)"
-  if (payloadSha256(record.payload) !== record.payload_sha256) return "payload does not match payload_sha256"
   if ((record.state === "running") !== (record.lease !== null))
     return `state ${record.state} disagrees with lease`
   return undefined

@@ -19,6 +19,7 @@ import type {
   JsonObject,
   Lease,
   Receipt,
+  RecordHead,
   RetryPolicy,
   TaskError,
   TaskRecord,
@@ -108,9 +109,12 @@ export interface ClaimBatch {
   readonly busy?: number | undefined
 }
 
-/** The running tasks, for reaping: bounded by the workers, never by the backlog. */
+/**
+ * The running tasks, for reaping: bounded by the workers, never by the backlog. Their records
+ * come without payloads (reaping needs the leases and attempts, never what was asked).
+ */
 export interface RunningSnapshot {
-  readonly running: ReadonlyArray<TaskRecord>
+  readonly running: ReadonlyArray<RecordHead>
   readonly invalid: ReadonlyArray<InvalidRecordReport>
 }
 
@@ -201,6 +205,12 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
      * dashboard's token, who may see everything. No side effects.
      */
     readonly record: (taskId: TaskId) => Effect.Effect<TaskRecord, UnknownTask | InvalidRecord | StorageError>
+    /**
+     * The task's record without its payload, with no hash to check: what a running attempt
+     * polls for a cancel request (once a second), so it costs what the record costs less its
+     * payload. No side effects.
+     */
+    readonly peek: (taskId: TaskId) => Effect.Effect<RecordHead, UnknownTask | InvalidRecord | StorageError>
     /** The task's state, result and history. No side effects. */
     readonly read: (taskId: TaskId, payloadSha256: string) => Effect.Effect<TaskView, ReadError>
     /**

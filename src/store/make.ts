@@ -18,7 +18,7 @@ import type { InvalidInput, InvalidRecord, StorageError } from "../domain/errors
 import { UnknownTask } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../domain/submission.js"
-import type { InvalidRecordReport, TaskRecord, TaskState } from "../domain/Task.js"
+import type { InvalidRecordReport, RecordHead, TaskRecord, TaskState } from "../domain/Task.js"
 import { toReceipt, toView } from "../domain/Task.js"
 import * as Transitions from "../domain/transitions.js"
 import type { Host } from "../services/Host.js"
@@ -38,6 +38,9 @@ export interface TaskStoreBackend {
   readonly taskIdFor: (clientRequestId: ClientRequestId) => Effect.Effect<TaskId, StorageError>
   /** The record of a task, None when there is none, InvalidRecord when it is damaged. No side effects. */
   readonly load: (taskId: TaskId) => Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError>
+  /** `load` without the payload, when the store can read less; default: `load`. */
+  readonly loadHead?:
+    ((taskId: TaskId) => Effect.Effect<Option.Option<RecordHead>, InvalidRecord | StorageError>) | undefined
   /**
    * Store `record` durably unless a record of its task exists, atomically: None once it is
    * stored, or the record that was there (which is left unchanged).
@@ -104,6 +107,11 @@ export const makeTaskStore = (
         : toReceipt(record)
     }),
     record: Effect.fn("TaskStore.record")((taskId: TaskId) => loadExisting(taskId)),
+    peek: Effect.fn("TaskStore.peek")((taskId: TaskId) =>
+      Effect.flatMap(backend.loadHead?.(taskId) ?? backend.load(taskId), (head) =>
+        Option.isSome(head) ? Effect.succeed(head.value) : Effect.fail(new UnknownTask({ taskId }))
+      )
+    ),
     read: Effect.fn("TaskStore.read")(function* (taskId: TaskId, sha: string) {
       const record = yield* loadExisting(taskId)
       return toView(yield* Transitions.checkHash(record, sha))

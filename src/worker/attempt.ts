@@ -154,9 +154,10 @@ export const runAttempt = (
             )
       )
     )
-    // A cancel request is noticed within `cancelPollMillis` by reading the record (no lock).
-    const cancelWatch = store.read(taskId, record.payload_sha256).pipe(
-      Effect.map((view) => view.cancel_requested_at !== null),
+    // A cancel request is noticed within `cancelPollMillis` by reading the record (no lock, and
+    // without its payload, which the attempt already holds).
+    const cancelWatch = store.peek(taskId).pipe(
+      Effect.map((head) => head.cancel_requested_at !== undefined),
       Effect.orElseSucceed(() => false),
       Effect.repeat({
         schedule: Schedule.spaced(Duration.millis(options.cancelPollMillis)),

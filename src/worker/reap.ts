@@ -8,7 +8,7 @@ import { Clock, Effect, Either, Schema } from "effect"
 import type { StorageError } from "../domain/errors.js"
 import { TaskId } from "../domain/ids.js"
 import { InvalidRecordReport } from "../domain/Task.js"
-import type { TaskRecord } from "../domain/Task.js"
+import type { RecordHead } from "../domain/Task.js"
 import { leaseStatus } from "../domain/transitions.js"
 import { Host } from "../services/Host.js"
 import { attemptMarker, stopProcessTree } from "../services/ProcessTree.js"
@@ -51,7 +51,7 @@ const LostProcessGraceMillis = 2_000
  * such carriers lead, and the members of the group and session noted on the attempt once a
  * carrier is seen among them. Returns the group noted on the attempt when anything was stopped.
  */
-const stopLostProcesses = (taskId: TaskId, attempt: number, record: TaskRecord) =>
+const stopLostProcesses = (taskId: TaskId, attempt: number, record: RecordHead) =>
   Effect.gen(function* () {
     const pgid = record.attempts.find((entry) => entry.attempt === attempt)?.process_group
     const stopped = yield* stopProcessTree(

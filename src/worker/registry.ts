@@ -5,7 +5,7 @@
  * announcing itself (a one-shot `relaykeep worker` pass, or a worker of an older version).
  */
 import { Clock, Effect, Either, Order, Schema } from "effect"
-import type { TaskRecord } from "../domain/Task.js"
+import type { RecordHead } from "../domain/Task.js"
 import { timeMillis } from "../domain/time.js"
 import type { WorkerPresence } from "../domain/worker.js"
 import { isLate, LateWorkerKeptMillis } from "../domain/worker.js"
@@ -54,12 +54,12 @@ const ownsBefore = (a: WorkerPresence, b: WorkerPresence, now: number): boolean 
 
 export const workersView = (
   registered: ReadonlyArray<WorkerPresence>,
-  running: ReadonlyArray<TaskRecord>,
+  running: ReadonlyArray<RecordHead>,
   now: number
 ): ReadonlyArray<WorkerView> => {
   const leases = new Map<
     string,
-    { tasks: Array<string>; expires: string; lease: NonNullable<TaskRecord["lease"]> }
+    { tasks: Array<string>; expires: string; lease: NonNullable<RecordHead["lease"]> }
   >()
   for (const record of running) {
     const lease = record.lease

@@ -5,8 +5,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Scope } from "effect"
 import { Duration, Effect, Either, Option, TestClock } from "effect"
-import { ClientRequestId } from "../../src/domain/ids.js"
-import type { TaskId } from "../../src/domain/ids.js"
+import { ClientRequestId, TaskId } from "../../src/domain/ids.js"
+import type { RecordHead } from "../../src/domain/Task.js"
 import { sha256Hex } from "../../src/domain/canonical.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
 import { isoTime } from "../../src/domain/time.js"
@@ -352,6 +352,35 @@ export const taskStoreContract = (
             assert.deepStrictEqual((yield* store.live).running, [])
           })
         )
+    )
+
+    it.scoped("peek and running read a task as its record says, without needing its payload", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const receipt = yield* store.submit({
+            clientRequestId: id("pk"),
+            payload: { big: "x".repeat(1_000) }
+          })
+          const claimed = yield* store.claim(receipt.task_id, worker)
+          if (Option.isNone(claimed)) return assert.fail("not claimed")
+          const fields = (head: RecordHead) => ({ ...head, payload: undefined })
+          const full = yield* store.record(receipt.task_id)
+          // Every field of the record but the payload (a store that keeps payloads apart leaves it out).
+          assert.deepStrictEqual(fields(yield* store.peek(receipt.task_id)), fields(full))
+          const [running] = (yield* store.running).running
+          assert.isDefined(running)
+          if (running !== undefined) assert.deepStrictEqual(fields(running), fields(full))
+          assert.isUndefined((yield* store.peek(receipt.task_id)).cancel_requested_at)
+          yield* TestClock.adjust(Duration.seconds(1))
+          yield* store.cancel(receipt.task_id, receipt.payload_sha256)
+          assert.strictEqual(
+            (yield* store.peek(receipt.task_id)).cancel_requested_at,
+            "1970-01-01T00:00:01.000Z"
+          )
+          const unknown = yield* Effect.flip(store.peek(TaskId.make("2".repeat(64))))
+          assert.strictEqual(unknown._tag, "UnknownTask")
+        })
+      )
     )
 
     it.scoped("reap and release are fenced; a reaped attempt's late result is kept, not taken", () =>

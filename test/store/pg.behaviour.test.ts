@@ -43,6 +43,7 @@ type RowText = {
   readonly created_at: string
   readonly not_before: string | null
   readonly record: string
+  readonly payload: string | null
   /** The transaction that wrote this version of the row: any rewrite, even to equal bytes, changes it. */
   readonly xmin: string
 }
@@ -59,6 +60,14 @@ interface Damage {
 const damages: ReadonlyArray<Damage> = [
   { id: "not-json", payload: { n: 1 }, reason: /JSON/, addressable: true },
   { id: "payload-changed", payload: { n: 2 }, reason: /payload_sha256/, addressable: true },
+  // A record that holds a payload while the row's payload column holds another: which is it?
+  { id: "payload-twice", payload: { n: 7 }, reason: /disagrees with its payload column/, addressable: true },
+  {
+    id: "payload-not-json",
+    payload: { n: 8 },
+    reason: /payload column is not valid JSON/,
+    addressable: true
+  },
   // The state column says running, the record queued: a worker must not claim (and rewrite) it.
   { id: "column-running", payload: { n: 3 }, reason: /columns disagree with its record/, addressable: true },
   // Cancelled in its record, queued in its column: it must not come back to life.
@@ -77,7 +86,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: damaged rows", () => {
 
   const rowsNow = () =>
     pgQuery<RowText>(
-      `SELECT task_id, state, created_at, not_before, record, xmin::text AS xmin FROM ${tasks}
+      `SELECT task_id, state, created_at, not_before, record, payload, xmin::text AS xmin FROM ${tasks}
        WHERE task_id = ANY($1) ORDER BY task_id`,
       [rowIds()]
     )
@@ -135,10 +144,10 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: damaged rows", () => {
     const update = (name: string, set: string, values: ReadonlyArray<unknown> = []) =>
       pgQuery(`UPDATE ${tasks} SET ${set} WHERE task_id = $1`, [receiptOf(name).task_id, ...values])
     await update("not-json", "record = left(record, 40)")
-    const payloadChanged = parseRecord(await recordOf(receiptOf("payload-changed").task_id))
-    await update("payload-changed", "record = $2", [
-      JSON.stringify({ ...payloadChanged, payload: { n: 500 } })
-    ])
+    await update("payload-changed", "payload = $2", [JSON.stringify({ n: 500 })])
+    const twice = parseRecord(await recordOf(receiptOf("payload-twice").task_id))
+    await update("payload-twice", "record = $2", [JSON.stringify({ ...twice, payload: { n: 70 } })])
+    await update("payload-not-json", "payload = left(payload, 3)")
     await update("column-running", "state = 'running'")
     await update("column-queued", "state = 'queued'")
     await update("wrong-id", "record = $2", [donorRecord])

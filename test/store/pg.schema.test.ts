@@ -32,7 +32,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           )
           assert.deepStrictEqual(
             migrations.map((row) => row.migration_id),
-            [1, 2, 3, 4, 5],
+            [1, 2, 3, 4, 5, 6],
             "each version recorded exactly once"
           )
           const queues = yield* Effect.promise(() => pgQuery(`SELECT name FROM "${schema}".queues`))
@@ -56,12 +56,15 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         const schema = yield* scopedSchema
         const old = yield* pgStoreAt(schema)
         const receipt = yield* old.submit({ clientRequestId: id("from-v1"), payload: { n: 1 } })
-        // What version 1 looked like: no workers table, no provider column, one migration recorded.
+        // What version 1 looked like: no workers table, no provider column, the payload inside the
+        // record (none in a column of its own), one migration recorded.
         yield* Effect.promise(() =>
           pgQuery(
             `DROP TABLE "${schema}".workers; DROP INDEX "${schema}".tasks_ready; DROP INDEX "${schema}".tasks_waiting;
              DROP TRIGGER tasks_revision ON "${schema}".tasks; DROP FUNCTION "${schema}".bump_revision();
-             ALTER TABLE "${schema}".tasks DROP COLUMN provider, DROP COLUMN revision, DROP COLUMN pending_claim;
+             UPDATE "${schema}".tasks SET record = (record::jsonb || jsonb_build_object('payload', payload::jsonb))::text;
+             ALTER TABLE "${schema}".tasks DROP COLUMN provider, DROP COLUMN revision, DROP COLUMN pending_claim,
+               DROP COLUMN payload;
              DELETE FROM "${schema}".migrations WHERE migration_id >= 2`
           )
         )
@@ -75,7 +78,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         )
         assert.deepStrictEqual(
           versions.map((row) => row.migration_id),
-          [1, 2, 3, 4, 5]
+          [1, 2, 3, 4, 5, 6]
         )
         // Migration 3 filled in the provider of the task it found queued, so claims find it.
         const claimed = yield* upgraded.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 5 })
@@ -84,6 +87,65 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           [receipt.task_id]
         )
         assert.deepStrictEqual(yield* upgraded.workers.list, [])
+        // The old row still holds its payload in its record; its first write moves it into the
+        // payload column, and the task reads as it did.
+        const holder = claimed.claimed[0]
+        if (holder === undefined) return assert.fail("not claimed")
+        assert.deepStrictEqual(holder.record.payload, { n: 1 })
+        assert.strictEqual(
+          yield* upgraded.complete(receipt.task_id, holder.lease, { done: true }),
+          "complete"
+        )
+        const [row] = yield* Effect.promise(() =>
+          pgQuery<{ readonly record: string; readonly payload: string | null }>(
+            `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
+            [receipt.task_id]
+          )
+        )
+        // The payload's text as the old record held it (here as jsonb wrote it), not written anew.
+        assert.strictEqual(row?.payload, '{"n": 1}')
+        assert.notInclude(row?.record ?? "", '"payload":', "the record no longer holds the payload")
+        const record = yield* upgraded.record(receipt.task_id)
+        assert.deepStrictEqual(record.payload, { n: 1 })
+        assert.deepStrictEqual(record.result, { done: true })
+      })
+  )
+
+  it.scopedLive(
+    "a record written whole by a relaykeep older than version 6 still reads, and the next write keeps the payload apart",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const store = yield* pgStoreAt(schema)
+        const receipt = yield* store.submit({ clientRequestId: id("whole"), payload: { n: 6 } })
+        // What a worker of version 5, still running through the upgrade, writes: the whole record,
+        // payload included, into a row whose payload column holds the same payload.
+        yield* Effect.promise(() =>
+          pgQuery(
+            `UPDATE "${schema}".tasks SET record = (record::jsonb || jsonb_build_object('payload', payload::jsonb))::text
+             WHERE task_id = $1`,
+            [receipt.task_id]
+          )
+        )
+        assert.strictEqual((yield* store.read(receipt.task_id, receipt.payload_sha256)).state, "queued")
+        const claimed = yield* store.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 1 })
+        const held = claimed.claimed[0]
+        if (held === undefined) return assert.fail("not claimed")
+        assert.deepStrictEqual(held.record.payload, { n: 6 })
+        yield* store.complete(receipt.task_id, held.lease, null)
+        const [row] = yield* Effect.promise(() =>
+          pgQuery<{ readonly record: string; readonly payload: string | null }>(
+            `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
+            [receipt.task_id]
+          )
+        )
+        assert.strictEqual(
+          row?.payload,
+          JSON.stringify({ n: 6 }),
+          "the payload column as the submission wrote it"
+        )
+        assert.notInclude(row?.record ?? "", '"payload":')
+        assert.deepStrictEqual((yield* store.record(receipt.task_id)).payload, { n: 6 })
       })
   )
 
@@ -108,7 +170,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
       )
       assert.deepStrictEqual(
         versions.map((row) => row.migration_id),
-        [1, 2, 3, 4, 5, 999]
+        [1, 2, 3, 4, 5, 6, 999]
       )
       const rows = yield* Effect.promise(() =>
         pgQuery(`SELECT task_id FROM "${schema}".tasks WHERE task_id = $1`, [receipt.task_id])

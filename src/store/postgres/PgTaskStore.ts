@@ -20,7 +20,7 @@ import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { DefaultMaxPayloadBytes, decodeCursor, encodeCursor } from "../../domain/submission.js"
-import type { InvalidRecordReport, TaskRecord, TaskSummary } from "../../domain/Task.js"
+import type { InvalidRecordReport, RecordHead, TaskRecord, TaskSummary } from "../../domain/Task.js"
 import { isTaskState, toSummary } from "../../domain/Task.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
@@ -39,8 +39,17 @@ import {
 } from "../shared.js"
 import type { TaskStoreBackend } from "../make.js"
 import { makeTaskStore } from "../make.js"
-import type { Row } from "./rows.js"
-import { decodeRow, NotifyChannel, noticeOf, pendingClaimHead, rowOf, RowColumns } from "./rows.js"
+import type { HeadRow, Row } from "./rows.js"
+import {
+  decodeHeadRow,
+  decodeRow,
+  HeadColumns,
+  NotifyChannel,
+  noticeOf,
+  pendingClaimHead,
+  rowOf,
+  RowColumns
+} from "./rows.js"
 import { openQueue, retryingOn, storageErrorOf } from "./connection.js"
 import { bySubmission, claimedRow, claimedWith, claimRound } from "./claim.js"
 import { fencedWrites } from "./fenced.js"
@@ -195,17 +204,48 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       return { claimed, invalid, ...waiting }
     })
 
+    /** Rows read without their payloads, decoded; the damaged ones are reported, never returned. */
+    const sortHeads = (rows: ReadonlyArray<HeadRow>) =>
+      Effect.map(open, ({ secret }) => {
+        const heads: Array<RecordHead> = []
+        const invalid: Array<InvalidRecordReport> = []
+        for (const row of rows)
+          Either.match(decodeHeadRow(target, row, secret), {
+            onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
+            onRight: (head) => heads.push(head)
+          })
+        return { heads, invalid }
+      })
+
+    // Reaping reads the leases, never the payloads.
     const running: TaskStoreShape["running"] = Effect.gen(function* () {
-      const rows = yield* selectRows(
-        "read the running tasks of",
-        (sql) => sql<Row>`
-          SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
-          WHERE queue = ${target.queue} AND state = 'running'
-          ORDER BY created_at, task_id`
+      const rows = yield* Effect.flatMap(open, ({ sql }) =>
+        retrying(
+          "read the running tasks of",
+          sql<HeadRow>`
+            SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
+            WHERE queue = ${target.queue} AND state = 'running'
+            ORDER BY created_at, task_id`
+        )
       )
-      const { records, invalid } = yield* sortRows(rows)
-      return { running: records, invalid }
+      const { heads, invalid } = yield* sortHeads(rows)
+      return { running: heads, invalid }
     }).pipe(Effect.withSpan("TaskStore.running"))
+
+    /** A task's record without its payload: a running attempt's cancel poll. */
+    const loadHead = (taskId: TaskId) =>
+      Effect.gen(function* () {
+        const { sql, secret } = yield* open
+        const rows = yield* retrying(
+          "read",
+          sql<HeadRow>`
+            SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
+            WHERE queue = ${target.queue} AND task_id = ${taskId}`
+        )
+        const row = rows[0]
+        if (row === undefined) return Option.none<RecordHead>()
+        return Option.some(yield* decodeHeadRow(target, row, secret))
+      })
 
     const notices = yield* noticeHub(target, connectTimeoutMillis, layerScope)
 
@@ -305,6 +345,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           Effect.map(Option.some),
           Effect.catchTag("UnknownTask", () => Effect.succeedNone)
         ),
+      loadHead,
       insertIfAbsent,
       apply,
       live,

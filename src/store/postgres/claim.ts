@@ -31,6 +31,7 @@ export interface ClaimRow {
   readonly created_at: string | null
   readonly not_before: string | null
   readonly record: string | null
+  readonly payload: string | null
   readonly revision: string | null
   readonly pending_claim: string | null
   /** What `not_before` was before the claim, to put a damaged row back as it was. */
@@ -56,6 +57,7 @@ export const claimedRow = (row: ClaimRow): Row | undefined =>
         created_at: row.created_at,
         not_before: row.not_before,
         record: row.record,
+        payload: row.payload,
         revision: row.revision,
         pending_claim: row.pending_claim
       }
@@ -119,8 +121,8 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
         pending_claim = ${head} || '"' || (${JSON.stringify(tokens)}::json ->> (picked.n - 1)::int) || '"}'
       FROM picked
       WHERE t.queue = ${target.queue} AND t.task_id = picked.task_id
-      RETURNING t.task_id, t.state, t.created_at, t.not_before, t.record, t.revision::text AS revision,
-        t.pending_claim, picked.not_before AS was_not_before
+      RETURNING t.task_id, t.state, t.created_at, t.not_before, t.record, t.payload,
+        t.revision::text AS revision, t.pending_claim, picked.not_before AS was_not_before
     ),
     waiting AS (
       SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
@@ -142,7 +144,7 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
  */
 export const claimedWith = (sql: PgClient.PgClient, target: PgTarget, tokens: ReadonlyArray<string>) =>
   sql<ClaimRow>`
-    SELECT task_id, state, created_at, not_before, record, revision::text AS revision, pending_claim,
+    SELECT task_id, state, created_at, not_before, record, payload, revision::text AS revision, pending_claim,
       NULL::text AS was_not_before, 0 AS waiting, NULL::text AS next_due_at
     FROM ${sql(`${target.schema}.tasks`)}
     WHERE queue = ${target.queue} AND state = 'running' AND pending_claim IS NOT NULL

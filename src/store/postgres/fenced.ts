@@ -9,13 +9,14 @@ import type { InvalidRecord, StorageError } from "../../domain/errors.js"
 import { UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import type { TaskRecord } from "../../domain/Task.js"
+import { headOf } from "../../domain/Task.js"
 import type { ApplyStep } from "../shared.js"
 import type { OpenQueue } from "./connection.js"
 import { retryingOn } from "./connection.js"
 import type { Remembered } from "./remembered.js"
 import { rememberedRows } from "./remembered.js"
 import type { Row } from "./rows.js"
-import { decodeRow, NotifyChannel, noticeOf, RowColumns } from "./rows.js"
+import { decodeRow, NotifyChannel, noticeOf, PayloadKept, RowColumns } from "./rows.js"
 import type { PgTarget } from "./target.js"
 
 type Step<A, E> = (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
@@ -32,7 +33,8 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
   /**
    * Write `next` over the row, fenced by `fence` (the revision the writer read, or nothing
    * when the writer holds the row locked), with its notice in the same statement: a
-   * statement is its own transaction, so the notice goes out only if the write commits.
+   * statement is its own transaction, so the notice goes out only if the write commits. The
+   * payload is not sent: it stays in its column (rows.ts, PayloadKept).
    * The new revision, or undefined when the fence refused (someone else wrote meanwhile).
    */
   const writeRow = (sql: PgClient.PgClient, next: TaskRecord, fence: Remembered | undefined) =>
@@ -40,8 +42,8 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
       sql<{ readonly revision: string }>`
         WITH written AS (
           UPDATE ${sql(tasks)}
-          SET state = ${next.state}, not_before = ${next.not_before ?? null}, record = ${JSON.stringify(next)},
-            pending_claim = NULL
+          SET state = ${next.state}, not_before = ${next.not_before ?? null},
+            record = ${JSON.stringify(headOf(next))}, ${sql.literal(PayloadKept)}, pending_claim = NULL
           WHERE queue = ${target.queue} AND task_id = ${next.task_id}
             ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state}`}
           RETURNING revision::text AS revision

@@ -1,23 +1,35 @@
 /**
- * Rows of the tasks table: the record as JSON text, and copies of the fields that queries
- * filter and sort on. The record is the truth; a row whose copies disagree with it is damaged.
+ * Rows of the tasks table: the record as JSON text, its payload as JSON text of its own (since
+ * migration 6), and copies of the fields that queries filter and sort on. The record and the
+ * payload are the truth; a row whose copies disagree with them is damaged.
+ *
+ * The payload is kept apart because it never changes after the insert, while the rest of the
+ * record changes with every heartbeat, outcome and reap: a write stores the record without its
+ * payload, and the reads of a worker (its cancel poll, reaping) leave the payload column out, so
+ * that a large prompt crosses the wire at its submission, at its claim, and when someone reads it,
+ * never on a worker's hot path. A row written before migration 6 holds its payload in its record
+ * and none in the column; its next write moves the payload into the column (in SQL, so the
+ * writer need not send it).
  */
 import { Either, Option, Schema } from "effect"
+import { canonicalJson } from "../../domain/canonical.js"
 import { InvalidRecord } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { isTaskId } from "../../domain/ids.js"
 import { providerOfPayload } from "../../domain/provider.js"
-import type { TaskRecord } from "../../domain/Task.js"
-import { RetryPolicy } from "../../domain/Task.js"
+import type { RecordHead, TaskRecord } from "../../domain/Task.js"
+import { headOf, RetryPolicy } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
-import { decodeRecordText } from "../records.js"
+import { decodeHeadJson, decodeRecordJson, parseRecordText } from "../records.js"
 import type { PgTarget } from "./target.js"
 
-export interface Row {
+/** A row as a worker reads it: everything but the payload. */
+export interface HeadRow {
   readonly task_id: string
   readonly state: string
   readonly created_at: string
   readonly not_before: string | null
+  /** The record without its payload, or (written before migration 6) with it. */
   readonly record: string
   /** Bumped by the database on every update (migration 4); as text, since it is a bigint. */
   readonly revision: string
@@ -25,9 +37,25 @@ export interface Row {
   readonly pending_claim: string | null
 }
 
-/** The columns of a Row, for `SELECT` and `RETURNING`. */
-export const RowColumns =
+export interface Row extends HeadRow {
+  /** The payload's JSON text (migration 6); null when the record holds the payload itself. */
+  readonly payload: string | null
+}
+
+/** The columns of a HeadRow, for `SELECT` and `RETURNING`. */
+export const HeadColumns =
   "task_id, state, created_at, not_before, record, revision::text AS revision, pending_claim"
+
+/** The columns of a Row. */
+export const RowColumns = `${HeadColumns}, payload`
+
+/**
+ * What a write of a row's record sets beside the record itself (which it writes without its
+ * payload): the payload column, filled from the record it replaces when that one still holds
+ * the payload (a row written before migration 6). `COALESCE` reads the old record only for
+ * such a row, and `json` (unlike `jsonb`) keeps the payload's text as it was, `\u0000` included.
+ */
+export const PayloadKept = "payload = COALESCE(payload, (record::json -> 'payload')::text)"
 
 /**
  * The inputs of `Transitions.claim` for one claimed row. The claim statement claims in SQL,
@@ -57,26 +85,37 @@ const decodePendingClaim = Schema.decodeUnknownEither(Schema.parseJson(PendingCl
 export const pendingClaimHead = (claim: Omit<PendingClaim, "owner_token">): string =>
   `${JSON.stringify(claim).slice(0, -1)},"owner_token":`
 
-/** The record a row holds: its stored record, with its pending claim applied. */
-const withPendingClaim = (
+/**
+ * The record a row holds: its stored record, with its pending claim applied. A claim reads and
+ * writes no payload, so a record read without one is claimed the same way (with an empty
+ * payload that is dropped again).
+ */
+const withPendingClaim = <R extends RecordHead>(
   name: string,
-  record: TaskRecord,
-  pending: string | null
-): Either.Either<TaskRecord, InvalidRecord> => {
+  record: R,
+  pending: string | null,
+  withPayload: (head: RecordHead) => R
+): Either.Either<R, InvalidRecord> => {
   if (pending === null) return Either.right(record)
   const damaged = (reason: string) => Either.left(new InvalidRecord({ file: name, reason }))
   return Either.match(decodePendingClaim(pending), {
     onLeft: () => damaged("its pending claim is not a claim"),
     onRight: (claim) => {
-      const claimed = Transitions.claim(record, claim, claim.now, claim.lease_ms, claim.retry)
+      const claimed = Transitions.claim(
+        { ...record, payload: {} },
+        claim,
+        claim.now,
+        claim.lease_ms,
+        claim.retry
+      )
       return claimed === undefined
         ? damaged(`its pending claim does not apply to a task that is ${record.state}`)
-        : Either.right(claimed)
+        : Either.right(withPayload(headOf(claimed)))
     }
   })
 }
 
-/** The row of `record` in `queue`, ready for `sql.insert`. */
+/** The row of `record` in `queue`, ready for `sql.insert`: the payload in a column of its own. */
 export const rowOf = (queue: string, record: TaskRecord) => ({
   queue,
   task_id: record.task_id,
@@ -84,37 +123,99 @@ export const rowOf = (queue: string, record: TaskRecord) => ({
   created_at: record.created_at,
   not_before: record.not_before ?? null,
   provider: providerOfPayload(record.payload),
-  record: JSON.stringify(record)
+  record: JSON.stringify(headOf(record)),
+  payload: JSON.stringify(record.payload)
 })
 
 /** How a damaged row is named in reports: the target, then the task. */
 export const rowName = (target: PgTarget, taskId: string) => `postgres ${target.display} task ${taskId}`
 
-/** A row's record, or why it cannot be trusted. */
+/** A row's columns that copy its record, checked against it. */
+const columnsAgree = <R extends RecordHead>(
+  name: string,
+  row: HeadRow,
+  record: R
+): Either.Either<R, InvalidRecord> =>
+  record.state !== row.state ||
+  record.created_at !== row.created_at ||
+  (record.not_before ?? null) !== row.not_before
+    ? Either.left(
+        new InvalidRecord({
+          file: name,
+          reason: "the row's state, created_at or not_before columns disagree with its record"
+        })
+      )
+    : Either.right(record)
+
+/** A row's record, payload included, or why it cannot be trusted. */
 export const decodeRow = (
   target: PgTarget,
   row: Row,
   secret: Uint8Array
 ): Either.Either<TaskRecord, InvalidRecord> => {
   const name = rowName(target, row.task_id)
-  if (!isTaskId(row.task_id))
+  const taskId = row.task_id
+  if (!isTaskId(taskId))
     return Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
-  const stored = decodeRecordText(name, row.record, row.task_id, secret)
+  const damaged = (reason: string) => Either.left(new InvalidRecord({ file: name, reason }))
+  const stored = Either.flatMap(parseRecordText(name, row.record), (json) => {
+    const { payload } = row
+    if (payload === null) return decodeRecordJson(name, json, taskId, secret)
+    if (!isJsonObject(json)) return decodeRecordJson(name, json, taskId, secret)
+    return Either.flatMap(
+      Either.mapLeft(
+        parseRecordText(name, payload),
+        (error) => new InvalidRecord({ file: name, reason: `its payload column is ${error.reason}` })
+      ),
+      (parsed) =>
+        // A record written whole (by a relaykeep older than version 6, still running through an
+        // upgrade) holds the payload too: readable while the two are the same payload.
+        "payload" in json && !samePayload(json["payload"], parsed)
+          ? damaged("the payload its record holds disagrees with its payload column")
+          : decodeRecordJson(name, { ...json, payload: parsed }, taskId, secret)
+    )
+  })
   return Either.flatMap(
-    Either.flatMap(stored, (record) => withPendingClaim(name, record, row.pending_claim)),
-    (record) =>
-      record.state !== row.state ||
-      record.created_at !== row.created_at ||
-      (record.not_before ?? null) !== row.not_before
-        ? Either.left(
-            new InvalidRecord({
-              file: name,
-              reason: "the row's state, created_at or not_before columns disagree with its record"
-            })
-          )
-        : Either.right(record)
+    Either.flatMap(stored, (record) =>
+      withPendingClaim(name, record, row.pending_claim, (head) => ({ ...head, payload: record.payload }))
+    ),
+    (record) => columnsAgree(name, row, record)
   )
 }
+
+/**
+ * A row's record without its payload, or why it cannot be trusted: every check of `decodeRow`
+ * but the payload's hash, which is for the reads that return the payload.
+ */
+export const decodeHeadRow = (
+  target: PgTarget,
+  row: HeadRow,
+  secret: Uint8Array
+): Either.Either<RecordHead, InvalidRecord> => {
+  const name = rowName(target, row.task_id)
+  const taskId = row.task_id
+  if (!isTaskId(taskId))
+    return Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
+  return Either.flatMap(
+    Either.flatMap(
+      Either.flatMap(parseRecordText(name, row.record), (json) => decodeHeadJson(name, json, taskId, secret)),
+      (head) => withPendingClaim(name, head, row.pending_claim, (claimed) => claimed)
+    ),
+    (head) => columnsAgree(name, row, head)
+  )
+}
+
+/** Whether two parsed payloads are the same JSON value (canonical forms equal). */
+const samePayload = (a: unknown, b: unknown): boolean => {
+  try {
+    return canonicalJson(a) === canonicalJson(b)
+  } catch {
+    return false
+  }
+}
+
+const isJsonObject = (value: unknown): value is { readonly [key: string]: unknown } =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
 
 /** One channel for every RelayKeep schema and queue; the payload says which. */
 export const NotifyChannel = "relaykeep"

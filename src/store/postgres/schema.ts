@@ -15,9 +15,10 @@ import { providerOfPayload } from "../../domain/provider.js"
 /**
  * The tables, one migration per version. Each record is the same JSON document the file store
  * writes, kept as text so that it is stored exactly (jsonb would refuse a `\u0000` in a
- * payload and renumber nothing, but text is what the hash was taken over). The columns beside
- * it are copies for indexing; the record is the truth, and a row whose columns disagree with
- * its record is reported as damaged.
+ * payload and renumber nothing, but text is what the hash was taken over); since version 6 its
+ * payload is kept in a column of its own and the record holds the rest. The columns beside them
+ * are copies for indexing; the record and payload are the truth, and a row whose columns
+ * disagree with its record is reported as damaged.
  */
 const migrations = (schema: string) => ({
   "1_queues_and_tasks": Effect.flatMap(SqlClient, (sql) =>
@@ -64,6 +65,14 @@ const migrations = (schema: string) => ({
   "5_pending_claims": Effect.flatMap(
     SqlClient,
     (sql) => sql`ALTER TABLE ${sql(`${schema}.tasks`)} ADD COLUMN pending_claim text`
+  ),
+  // Each task's payload as JSON text of its own, so that writes of the record, which change with
+  // every heartbeat and outcome, need not carry it (rows.ts). Rows written before hold the
+  // payload in their record and none here; each moves it here at its next write, and a finished
+  // one keeps it where it is, readable as before. Nothing is rewritten now.
+  "6_payloads": Effect.flatMap(
+    SqlClient,
+    (sql) => sql`ALTER TABLE ${sql(`${schema}.tasks`)} ADD COLUMN payload text`
   )
 })
 
