@@ -4,133 +4,22 @@
  * and a database that goes away for a moment (cut connections, refused connections) or for
  * longer than the store rides out.
  *
- * The database "goes away" through a TCP proxy in this process, so that only this file's
- * connections are cut, however many other suites share the server.
+ * The database "goes away" through a TCP proxy in this process (test/support/pgProxy.ts), so
+ * that only this file's connections are cut, however many other suites share the server.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { Scope } from "effect"
-import { Cause, Clock, Data, Duration, Effect, Exit, Layer, Option, Queue, Redacted, Stream } from "effect"
-import * as net from "node:net"
+import { Cause, Clock, Data, Duration, Effect, Exit, Option, Queue, Stream } from "effect"
 import pg from "pg"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
-import { Host } from "../../src/services/Host.js"
-import { TaskStore } from "../../src/services/TaskStore.js"
 import { pgAvailable, pgQuery, pgStoreAt, pgUrl, scopedSchema } from "../support/pg.js"
-import { buildService } from "../support/stores.js"
-import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
+import type { Proxy } from "../support/pgProxy.js"
+import { storeVia, tcpProxy } from "../support/pgProxy.js"
 
 const id = (text: string) => ClientRequestId.make(text)
 /** What a test waited for and did not see. */
 class Unmet extends Data.TaggedError("Unmet")<{ readonly message: string }> {}
 const worker = { workerId: "w1", leaseMillis: 60_000 }
-
-/**
- * A TCP proxy to the test server. `cut` breaks every connection through it; `refuse` also stops
- * accepting new ones (connections are refused, as by a server that is down) until `accept`.
- */
-interface Proxy {
-  readonly port: number
-  /** The local ports of the proxy's connections to the server: what pg_stat_activity calls client_port. */
-  readonly upstreamPorts: () => ReadonlyArray<number>
-  readonly cut: Effect.Effect<void>
-  readonly refuse: Effect.Effect<void>
-  readonly accept: Effect.Effect<void>
-  /**
-   * Lose the next reply the server sends: it is held back, and a moment later (once the server
-   * has committed what it answered) every connection is cut, as by a network that failed just then.
-   */
-  readonly loseNextReply: Effect.Effect<void>
-}
-
-const serverAddress = () => {
-  const url = new URL(pgUrl ?? "postgres://127.0.0.1:5432")
-  return { host: url.hostname, port: Number(url.port || "5432") }
-}
-
-const tcpProxy: Effect.Effect<Proxy, never, Scope.Scope> = Effect.gen(function* () {
-  const target = serverAddress()
-  const pairs = new Set<{ readonly client: net.Socket; readonly upstream: net.Socket }>()
-  let losing: "no" | "next" | "now" = "no"
-  const cutAll = () => {
-    for (const { client, upstream } of pairs) {
-      client.destroy()
-      upstream.destroy()
-    }
-    pairs.clear()
-  }
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target.port, target.host)
-    const pair = { client, upstream }
-    pairs.add(pair)
-    const drop = () => {
-      pairs.delete(pair)
-      client.destroy()
-      upstream.destroy()
-    }
-    client.on("error", drop).on("close", drop)
-    upstream.on("error", drop).on("close", drop)
-    client.pipe(upstream)
-    upstream.on("data", (chunk: Buffer) => {
-      if (losing === "next") {
-        losing = "now"
-        setTimeout(() => {
-          cutAll()
-          losing = "no"
-        }, 300)
-      }
-      if (losing === "no") client.write(chunk)
-    })
-  })
-  const listenOn = (port: number) =>
-    Effect.async<number>((resume) => {
-      server.listen(port, "127.0.0.1", () => {
-        const address = server.address()
-        resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : port))
-      })
-    })
-  const cut = Effect.sync(cutAll)
-  const close = Effect.async<void>((resume) => {
-    if (!server.listening) return resume(Effect.void)
-    server.close(() => resume(Effect.void))
-  })
-  const port = yield* Effect.acquireRelease(listenOn(0), () => Effect.zipRight(cut, close))
-  return {
-    port,
-    upstreamPorts: () =>
-      [...pairs].flatMap(({ upstream }) => (upstream.localPort ? [upstream.localPort] : [])),
-    cut,
-    // Stop listening first, so that no new connection slips in between.
-    refuse: Effect.zipRight(
-      Effect.async<void>((resume) => {
-        server.close(() => resume(Effect.void))
-        // close() waits for the open connections: cut them so that it returns.
-        for (const { client, upstream } of pairs) {
-          client.destroy()
-          upstream.destroy()
-        }
-      }),
-      cut
-    ),
-    accept: Effect.asVoid(listenOn(port)),
-    loseNextReply: Effect.sync(() => {
-      losing = "next"
-    })
-  }
-})
-
-/** A store reaching the server through `proxy`, with a pool of its own. */
-const storeVia = (proxy: Proxy, schema: string) => {
-  const url = new URL(pgUrl ?? "")
-  url.hostname = "127.0.0.1"
-  url.port = String(proxy.port)
-  return buildService(
-    TaskStore,
-    pgTaskStoreLayer({ url: Redacted.make(url.toString()), schema, connectTimeoutMillis: 5_000 }).pipe(
-      Layer.provide(Host.layerTest({ hostname: "proxied" }))
-    )
-  ).pipe(Effect.tap((store) => store.check))
-}
 
 /** How an effect ended badly, for a message: a defect is not a typed error, and says so. */
 const describeCause = (cause: Cause.Cause<unknown>): string => {
