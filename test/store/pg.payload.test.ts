@@ -249,6 +249,48 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: payloads on the wire", () => {
     })
   )
 
+  it.scopedLive(
+    "a cancel from another client sends the attempt down its locked fallback, still without the payload",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const direct = yield* pgStoreAt(schema, { hostname: "direct" })
+        const proxy = yield* tcpProxy
+        const proxied = yield* storeVia(proxy, schema)
+        const marker = `marker-${randomUUID()}`
+        const payload = { provider: "test", prompt: longPrompt(marker) }
+        const receipt = yield* direct.submit({ clientRequestId: ClientRequestId.make("cancelled"), payload })
+        const batch = yield* proxied.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 1 })
+        const claimed = batch.claimed[0]
+        if (claimed === undefined) return assert.fail("the task was not claimed")
+        yield* proxy.recording.clear
+        const started = yield* Deferred.make<void>()
+        const provider = Provider.layerTest(() =>
+          Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+        )
+        const attempt = yield* runAttempt(claimed, { leaseMillis: 60_000, cancelPollMillis: 100 }).pipe(
+          Effect.provideService(TaskStore, proxied),
+          Effect.provide(provider),
+          Effect.fork
+        )
+        yield* Deferred.await(started)
+        // Written by another client: the worker's remembered revision is out of date, so its
+        // fenced write of `cancelled` is refused and it runs the step on the row under a lock.
+        const asked = yield* direct.cancel(receipt.task_id, receipt.payload_sha256)
+        assert.isTrue(asked.cancel_requested)
+        const report = yield* Fiber.join(attempt)
+        assert.strictEqual(report.end._tag, "cancelled")
+        assert.strictEqual((yield* direct.read(receipt.task_id, receipt.payload_sha256)).state, "cancelled")
+        const wire = wireOf(proxy.recording, marker)
+        assert.isTrue(
+          wire.statements.some((statement) => /FOR UPDATE/i.test(statement)),
+          `the fallback ran, among ${named(wire.statements)}`
+        )
+        assert.isFalse(proxy.recording.sent().includes(marker), `sent in ${named(wire.sentIn)}`)
+        assert.isFalse(proxy.recording.received().includes(marker), `received in ${named(wire.receivedIn)}`)
+      })
+  )
+
   it.scopedLive("a client's read of the finished task carries the payload, and the recording sees it", () =>
     Effect.gen(function* () {
       const schema = yield* scopedSchema

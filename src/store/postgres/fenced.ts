@@ -16,8 +16,19 @@ import { retryingOn } from "./connection.js"
 import type { Remembered } from "./remembered.js"
 import { rememberedRows } from "./remembered.js"
 import type { Row } from "./rows.js"
-import { decodeRow, NotifyChannel, noticeOf, PayloadKept, RowColumns } from "./rows.js"
+import {
+  decodeHeadRow,
+  decodeRow,
+  HeadColumns,
+  NotifyChannel,
+  noticeOf,
+  PayloadKept,
+  RowColumns
+} from "./rows.js"
 import type { PgTarget } from "./target.js"
+
+/** The head columns, and the payload column as null: a Row whose payload is not read. */
+const HeadWithoutPayload = `${HeadColumns}, NULL::text AS payload`
 
 type Step<A, E> = (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>
 
@@ -60,17 +71,23 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
    * The fallback: read, transition and write one row in one transaction that holds it. Used
    * when the one-statement write was refused, when the step writes nothing (an answer read
    * from a remembered record may be out of date), and for claims by id (SKIP LOCKED).
+   *
+   * `known` is the record the caller last had of the task: its payload (which never changes)
+   * is used instead of reading the row's, so that a worker's fallback does not fetch a payload
+   * it already holds. The row is read whole when nothing is known, or when its record no longer
+   * names the known payload's hash (damage: the whole row says how).
    */
-  const locked = <A, E>(taskId: TaskId, step: Step<A, E>, onBusy?: () => A) =>
+  const locked = <A, E>(taskId: TaskId, step: Step<A, E>, onBusy?: () => A, known?: TaskRecord) =>
     Effect.flatMap(open, ({ sql, secret }) =>
       retrying(
         "update",
         sql.withTransaction(
           Effect.gen(function* () {
-            const rows = yield* sql<Row>`
-              SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
+            const lockRow = (columns: string) => sql<Row>`
+              SELECT ${sql.literal(columns)} FROM ${sql(tasks)}
               WHERE queue = ${target.queue} AND task_id = ${taskId}
               FOR UPDATE ${sql.literal(onBusy === undefined ? "" : "SKIP LOCKED")}`
+            const rows = yield* lockRow(known === undefined ? RowColumns : HeadWithoutPayload)
             const row = rows[0]
             if (row === undefined) {
               if (onBusy === undefined) return Either.left(new UnknownTask({ taskId }))
@@ -78,7 +95,19 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
                 yield* sql`SELECT 1 FROM ${sql(tasks)} WHERE queue = ${target.queue} AND task_id = ${taskId}`
               return exists.length > 0 ? Either.right(onBusy()) : Either.left(new UnknownTask({ taskId }))
             }
-            const record = decodeRow(target, row, secret)
+            const head =
+              known === undefined ? undefined : Either.getOrUndefined(decodeHeadRow(target, row, secret))
+            const record: Either.Either<TaskRecord, InvalidRecord | UnknownTask> =
+              known !== undefined && head !== undefined && head.payload_sha256 === known.payload_sha256
+                ? Either.right({ ...head, payload: known.payload })
+                : known === undefined
+                  ? decodeRow(target, row, secret)
+                  : // Held already: read again whole, payload included, to say what is wrong.
+                    yield* Effect.map(lockRow(RowColumns), (whole) =>
+                      whole[0] === undefined
+                        ? Either.left(new UnknownTask({ taskId }))
+                        : decodeRow(target, whole[0], secret)
+                    )
             if (Either.isLeft(record)) return Either.left(record.left)
             remembered.set(record.right, row.revision)
             const stepped = step(record.right, yield* Clock.currentTimeMillis)
@@ -146,7 +175,7 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
             }
           }
           remembered.forget(taskId)
-          return yield* locked(taskId, step)
+          return yield* locked(taskId, step, undefined, known.record)
         })
 
   return { remembered, apply }
