@@ -15,7 +15,7 @@ import path from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
 import type { PhaseHooks, Phases } from "./benchmarks/pgThroughput.js"
-import { graphile, pgboss, relaykeep } from "./benchmarks/pgThroughput.js"
+import { graphile, Jobs, pgboss, relaykeep } from "./benchmarks/pgThroughput.js"
 import { benchPgUrl } from "./postgres.js"
 
 type Profile = Profiler.Profile
@@ -79,7 +79,6 @@ Reflect.set(pg.Client.prototype, "query", function (this: pg.Client, ...args: Re
   return Reflect.apply(query, this, args)
 })
 
-const Jobs = 2_000
 const systems = { relaykeep, pgboss, graphile } as const
 type System = keyof typeof systems
 const isSystem = (name: string): name is System => name in systems

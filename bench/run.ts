@@ -97,11 +97,11 @@ const main = async () => {
   if (reportOnly) {
     // The machine the results were taken on, not the one that writes the page.
     const latest: unknown = JSON.parse(readFileSync(latestFile, "utf8"))
-    const machine =
-      typeof latest === "object" && latest !== null && "machine" in latest && isMachine(latest.machine)
-        ? latest.machine
-        : undefined
-    await writeResults(os.tmpdir(), [], machine)
+    if (typeof latest !== "object" || latest === null || !("machine" in latest) || !isMachine(latest.machine))
+      return usage(
+        `--report: ${path.relative(repo, latestFile)} names no machine this version can read; run a benchmark`
+      )
+    await writeResults(os.tmpdir(), [], latest.machine)
     console.log(`wrote ${path.relative(repo, docsFile)} from ${path.relative(repo, latestFile)}`)
     return
   }

@@ -34,7 +34,7 @@ import { pgTaskStoreLayer } from "../../src/store/postgres/layer.js"
 import { providerRegistryLayer } from "../../src/providers/layer.js"
 
 /** Jobs per phase per system. */
-const Jobs = 2_000
+export const Jobs = 2_000
 /** Calls in flight while enqueueing, jobs run at once while processing, connections per pool. */
 const Concurrency = 10
 /** How often the database is asked whether every job is finished. */
@@ -78,7 +78,6 @@ const freshSchema = (system: string) => `bench_${system}_${randomUUID().replaceA
 const dropSchema = (schema: string) =>
   withPg((client) => client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`))
 
-/** RelayKeep: `TaskStore.submit`, then the watching worker (`runWatch`) with a no-op provider. */
 /** What bench/profile.ts runs around a phase, to profile it alone. */
 export interface PhaseHooks {
   readonly beforeEnqueue?: () => Promise<void>
@@ -87,6 +86,7 @@ export interface PhaseHooks {
   readonly afterProcess?: () => Promise<void>
 }
 
+/** RelayKeep: `TaskStore.submit`, then the watching worker (`runWatch`) with a no-op provider. */
 export const relaykeep = async (run: number, probe: pg.Client, hooks: PhaseHooks = {}): Promise<Phases> => {
   const schema = freshSchema("relaykeep")
   const runtime = ManagedRuntime.make(

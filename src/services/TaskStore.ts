@@ -206,9 +206,9 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
      */
     readonly record: (taskId: TaskId) => Effect.Effect<TaskRecord, UnknownTask | InvalidRecord | StorageError>
     /**
-     * The task's record without its payload, with no hash to check: what a running attempt
-     * polls for a cancel request (once a second), so it costs what the record costs less its
-     * payload. No side effects.
+     * The task's record without its payload: what a running attempt polls for a cancel request
+     * (once a second). No hash is asked for, and the payload's is not checked (that is for the
+     * reads that return it); a store that keeps payloads apart does not read it. No side effects.
      */
     readonly peek: (taskId: TaskId) => Effect.Effect<RecordHead, UnknownTask | InvalidRecord | StorageError>
     /** The task's state, result and history. No side effects. */

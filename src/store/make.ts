@@ -19,7 +19,7 @@ import { UnknownTask } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import { DefaultMaxPayloadBytes, preparePayload } from "../domain/submission.js"
 import type { InvalidRecordReport, RecordHead, TaskRecord, TaskState } from "../domain/Task.js"
-import { toReceipt, toView } from "../domain/Task.js"
+import { headOf, toReceipt, toView } from "../domain/Task.js"
 import * as Transitions from "../domain/transitions.js"
 import type { Host } from "../services/Host.js"
 import type { ListRequest, TaskPage, TaskStoreShape, WorkerRegistry } from "../services/TaskStore.js"
@@ -108,8 +108,10 @@ export const makeTaskStore = (
     }),
     record: Effect.fn("TaskStore.record")((taskId: TaskId) => loadExisting(taskId)),
     peek: Effect.fn("TaskStore.peek")((taskId: TaskId) =>
-      Effect.flatMap(backend.loadHead?.(taskId) ?? backend.load(taskId), (head) =>
-        Option.isSome(head) ? Effect.succeed(head.value) : Effect.fail(new UnknownTask({ taskId }))
+      Effect.flatMap(
+        backend.loadHead?.(taskId) ?? Effect.map(backend.load(taskId), Option.map(headOf)),
+        (head) =>
+          Option.isSome(head) ? Effect.succeed(head.value) : Effect.fail(new UnknownTask({ taskId }))
       )
     ),
     read: Effect.fn("TaskStore.read")(function* (taskId: TaskId, sha: string) {

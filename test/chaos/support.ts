@@ -383,19 +383,31 @@ export const openPgQueue = async (schema: string): Promise<PgQueue> => {
   }
 }
 
-const PgRecordRow = Schema.Struct({ task_id: Schema.String, state: Schema.String, record: Schema.String })
+const PgRecordRow = Schema.Struct({
+  task_id: Schema.String,
+  state: Schema.String,
+  record: Schema.String,
+  payload: Schema.NullOr(Schema.String)
+})
 const decodePgRecordRows = Schema.decodeUnknownSync(Schema.Array(PgRecordRow))
-
+const decodeJsonObject = Schema.decodeUnknownSync(
+  Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+)
 /**
- * Every record of the default queue in `schema`, straight from the table and decoded; a row
- * whose record does not decode, or whose state column disagrees with its record, throws.
+ * Every record of the default queue in `schema`, straight from the table and decoded (with its
+ * payload from the payload column, where the row keeps it there); a row whose record does not
+ * decode, or whose state column disagrees with its record, throws.
  */
 export const readPgRecords = async (schema: string): Promise<ReadonlyArray<TaskRecord>> => {
   const rows = decodePgRecordRows(
-    await pgQuery(`SELECT task_id, state, record FROM "${schema}".tasks WHERE queue = 'default'`)
+    await pgQuery(`SELECT task_id, state, record, payload FROM "${schema}".tasks WHERE queue = 'default'`)
   )
   return rows.map((row) => {
-    const record = decodeRecord(row.record)
+    const whole =
+      row.payload === null
+        ? row.record
+        : JSON.stringify({ ...decodeJsonObject(row.record), payload: decodeJson(row.payload) })
+    const record = decodeRecord(whole)
     if (record.task_id !== row.task_id || record.state !== row.state)
       throw new Error(`the row of ${row.task_id} (state ${row.state}) disagrees with its record`)
     return record

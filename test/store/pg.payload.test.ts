@@ -249,45 +249,70 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: payloads on the wire", () => {
     })
   )
 
+  /**
+   * A cancel from another client while the attempt runs, noticed by the cancel poll (`poll`) or
+   * by a heartbeat (the poll off): the recorded statements, and whether the payload went by.
+   */
+  const cancelledAttempt = (noticedBy: "poll" | "heartbeat") =>
+    Effect.gen(function* () {
+      const schema = yield* scopedSchema
+      const direct = yield* pgStoreAt(schema, { hostname: "direct" })
+      const proxy = yield* tcpProxy
+      const proxied = yield* storeVia(proxy, schema)
+      const marker = `marker-${randomUUID()}`
+      const payload = { provider: "test", prompt: longPrompt(marker) }
+      const receipt = yield* direct.submit({ clientRequestId: ClientRequestId.make("cancelled"), payload })
+      const leaseMillis = noticedBy === "heartbeat" ? 600 : 60_000
+      const batch = yield* proxied.claimNext({ workerId: "w", leaseMillis, limit: 1 })
+      const claimed = batch.claimed[0]
+      if (claimed === undefined) return assert.fail("the task was not claimed")
+      yield* proxy.recording.clear
+      const started = yield* Deferred.make<void>()
+      const provider = Provider.layerTest(() =>
+        Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
+      )
+      const cancelPollMillis = noticedBy === "poll" ? 100 : 3_600_000
+      const attempt = yield* runAttempt(claimed, { leaseMillis, cancelPollMillis }).pipe(
+        Effect.provideService(TaskStore, proxied),
+        Effect.provide(provider),
+        Effect.fork
+      )
+      yield* Deferred.await(started)
+      // Written by another client: the worker's remembered revision is out of date now.
+      const asked = yield* direct.cancel(receipt.task_id, receipt.payload_sha256)
+      assert.isTrue(asked.cancel_requested)
+      const report = yield* Fiber.join(attempt)
+      assert.strictEqual(report.end._tag, "cancelled")
+      assert.strictEqual((yield* direct.read(receipt.task_id, receipt.payload_sha256)).state, "cancelled")
+      const wire = wireOf(proxy.recording, marker)
+      assert.isFalse(proxy.recording.sent().includes(marker), `sent in ${named(wire.sentIn)}`)
+      assert.isFalse(proxy.recording.received().includes(marker), `received in ${named(wire.receivedIn)}`)
+      return wire.statements
+    })
+
   it.scopedLive(
-    "a cancel from another client sends the attempt down its locked fallback, still without the payload",
+    "a cancel noticed by a heartbeat goes down the locked fallback, still without the payload",
     () =>
       Effect.gen(function* () {
-        const schema = yield* scopedSchema
-        const direct = yield* pgStoreAt(schema, { hostname: "direct" })
-        const proxy = yield* tcpProxy
-        const proxied = yield* storeVia(proxy, schema)
-        const marker = `marker-${randomUUID()}`
-        const payload = { provider: "test", prompt: longPrompt(marker) }
-        const receipt = yield* direct.submit({ clientRequestId: ClientRequestId.make("cancelled"), payload })
-        const batch = yield* proxied.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 1 })
-        const claimed = batch.claimed[0]
-        if (claimed === undefined) return assert.fail("the task was not claimed")
-        yield* proxy.recording.clear
-        const started = yield* Deferred.make<void>()
-        const provider = Provider.layerTest(() =>
-          Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
-        )
-        const attempt = yield* runAttempt(claimed, { leaseMillis: 60_000, cancelPollMillis: 100 }).pipe(
-          Effect.provideService(TaskStore, proxied),
-          Effect.provide(provider),
-          Effect.fork
-        )
-        yield* Deferred.await(started)
-        // Written by another client: the worker's remembered revision is out of date, so its
-        // fenced write of `cancelled` is refused and it runs the step on the row under a lock.
-        const asked = yield* direct.cancel(receipt.task_id, receipt.payload_sha256)
-        assert.isTrue(asked.cancel_requested)
-        const report = yield* Fiber.join(attempt)
-        assert.strictEqual(report.end._tag, "cancelled")
-        assert.strictEqual((yield* direct.read(receipt.task_id, receipt.payload_sha256)).state, "cancelled")
-        const wire = wireOf(proxy.recording, marker)
+        // The heartbeat's fenced write is refused (the cancel wrote in between), so it runs its step
+        // on the row under a lock, which it reads without the payload the worker holds.
+        const statements = yield* cancelledAttempt("heartbeat")
         assert.isTrue(
-          wire.statements.some((statement) => /FOR UPDATE/i.test(statement)),
-          `the fallback ran, among ${named(wire.statements)}`
+          statements.some((statement) => /FOR UPDATE/i.test(statement)),
+          `the fallback ran, among ${named(statements)}`
         )
-        assert.isFalse(proxy.recording.sent().includes(marker), `sent in ${named(wire.sentIn)}`)
-        assert.isFalse(proxy.recording.received().includes(marker), `received in ${named(wire.receivedIn)}`)
+      })
+  )
+
+  it.scopedLive(
+    "a cancel noticed by the poll is written in one statement: the poll's read refreshed the worker",
+    () =>
+      Effect.gen(function* () {
+        const statements = yield* cancelledAttempt("poll")
+        assert.isFalse(
+          statements.some((statement) => /FOR UPDATE/i.test(statement)),
+          `no fallback, among ${named(statements)}`
+        )
       })
   )
 

@@ -102,8 +102,8 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
             [receipt.task_id]
           )
         )
-        // The payload's text as the old record held it (here as jsonb wrote it), not written anew.
-        assert.strictEqual(row?.payload, '{"n": 1}')
+        // Written by this version from the payload it read in the old record.
+        assert.strictEqual(row?.payload, JSON.stringify({ n: 1 }))
         assert.notInclude(row?.record ?? "", '"payload":', "the record no longer holds the payload")
         const record = yield* upgraded.record(receipt.task_id)
         assert.deepStrictEqual(record.payload, { n: 1 })
@@ -146,6 +146,66 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         )
         assert.notInclude(row?.record ?? "", '"payload":')
         assert.deepStrictEqual((yield* store.record(receipt.task_id)).payload, { n: 6 })
+      })
+  )
+
+  it.scopedLive(
+    "a row from before version 6 holding \\u0000 and a lone surrogate takes its writes, and its payload moves to the column",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* scopedSchema
+        const store = yield* pgStoreAt(schema)
+        const payload = { text: "before\u0000after" }
+        const receipt = yield* store.submit({ clientRequestId: id("odd"), payload })
+        const retry = { max_attempts: 3, backoff_initial_ms: 0, backoff_max_ms: 0 }
+        const first = yield* store.claim(receipt.task_id, { workerId: "w", leaseMillis: 60_000, retry })
+        if (Option.isNone(first)) return assert.fail("not claimed")
+        // An error message cut in the middle of an emoji keeps half of it: a lone surrogate.
+        const cut = "cut at \ud83d"
+        assert.strictEqual(
+          yield* store.fail(receipt.task_id, first.value.lease, { tag: "X", message: cut, retryable: true }),
+          "queued"
+        )
+        // As a row of version 5 was: the payload inside the record, none in the column.
+        yield* Effect.promise(() =>
+          pgQuery(
+            `UPDATE "${schema}".tasks SET record = left(record, -1) || ',"payload":' || payload || '}', payload = NULL
+             WHERE task_id = $1`,
+            [receipt.task_id]
+          )
+        )
+        // PostgreSQL's own JSON operators refuse such a record, so the payload cannot be moved in SQL.
+        const refused = yield* Effect.promise(() =>
+          pgQuery(`SELECT (record::json -> 'payload')::text AS p FROM "${schema}".tasks WHERE task_id = $1`, [
+            receipt.task_id
+          ]).then(
+            () => "accepted",
+            (error: unknown) => (error instanceof Error ? error.message : String(error))
+          )
+        )
+        assert.notStrictEqual(refused, "accepted")
+        const batch = yield* store.claimNext({ workerId: "w", leaseMillis: 60_000, limit: 1, retry })
+        const held = batch.claimed[0]
+        if (held === undefined) return assert.fail("not claimed again")
+        assert.deepStrictEqual(held.record.payload, payload)
+        yield* store.heartbeat(receipt.task_id, held.lease, 60_000)
+        yield* store.complete(receipt.task_id, held.lease, { ok: true })
+        const [row] = yield* Effect.promise(() =>
+          pgQuery<{ readonly record: string; readonly payload: string | null }>(
+            `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
+            [receipt.task_id]
+          )
+        )
+        assert.deepStrictEqual(
+          JSON.parse(row?.payload ?? "null"),
+          payload,
+          "the payload is in its column now"
+        )
+        assert.notInclude(row?.record ?? "", '"payload":')
+        const record = yield* store.record(receipt.task_id)
+        assert.deepStrictEqual(record.payload, payload)
+        assert.strictEqual(record.attempts[0]?.error?.message, cut)
+        assert.strictEqual(record.state, "complete")
       })
   )
 

@@ -129,7 +129,8 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
       key: string,
       ttl: number,
       waitMillis: number,
-      depth: number
+      depth: number,
+      interruptible: boolean
     ): Effect.Effect<string, LockTimeout | StorageError> =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
@@ -141,15 +142,18 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
             const holder = yield* inspect(file, depth > 0)
             if (Option.isNone(holder)) break
             if (holder.value.stale && depth < MaxGuardDepth) {
-              yield* removeIfHeldBy(file, key, holder.value.token, waitMillis, depth)
+              yield* removeIfHeldBy(file, key, holder.value.token, waitMillis, depth, interruptible)
               break
             }
             const now = yield* Clock.currentTimeMillis
             if (now - started >= waitMillis)
               return yield* new LockTimeout({ key, waitedMillis: now - started })
             const jitter = yield* Random.nextIntBetween(0, pause + 1)
-            // Only the back-off is interruptible: no interruption can leave a created lock file behind.
-            yield* Effect.interruptible(Effect.sleep(Duration.millis(pause + jitter)))
+            // Only the back-off can be interrupted, so no interruption leaves a created lock file
+            // behind; and only when the caller could be: a taker in an uninterruptible region (an
+            // attempt writing its outcome, a release at shutdown) waits its turn, bounded by its wait.
+            const backOff = Effect.sleep(Duration.millis(pause + jitter))
+            yield* interruptible ? Effect.interruptible(backOff) : backOff
             pause = Math.min(pause * 2, MaxPauseMillis)
           }
         }
@@ -161,11 +165,12 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
       key: string,
       token: string,
       waitMillis: number,
-      depth: number
+      depth: number,
+      interruptible: boolean
     ): Effect.Effect<void, LockTimeout | StorageError> => {
       const guard = `${file}.break-${token.slice(0, 32)}`
       return Effect.acquireUseRelease(
-        take(guard, key, GuardTtlMillis, waitMillis, depth + 1),
+        take(guard, key, GuardTtlMillis, waitMillis, depth + 1, interruptible),
         () =>
           Effect.gen(function* () {
             const current = yield* inspect(file, depth > 0)
@@ -183,7 +188,8 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
      * could still remove a successor's lock; the lease fence in the record stops such a holder.)
      */
     const release = (file: string, key: string, token: string, waitMillis: number) =>
-      removeIfHeldBy(file, key, token, waitMillis, 0).pipe(
+      // A release runs as a finalizer, often of an interrupted fiber: its waits are never cut short.
+      removeIfHeldBy(file, key, token, waitMillis, 0, false).pipe(
         Effect.catchTag("StorageError", (error) =>
           Effect.gen(function* () {
             const bytes = yield* readIfExists(fs, file)
@@ -205,8 +211,12 @@ export const makeFileLock = (directory: string, settings: FileLockSettings) =>
         yield* ensureReady
         const file = path.join(directory, key)
         const waitMillis = options?.waitMillis ?? defaultWait
+        // Asked before acquireRelease, whose acquire is always uninterruptible.
+        const interruptible = yield* Effect.checkInterruptible((isInterruptible) =>
+          Effect.succeed(isInterruptible)
+        )
         yield* Effect.acquireRelease(
-          take(file, key, options?.ttlMillis ?? ttlMillis, waitMillis, 0),
+          take(file, key, options?.ttlMillis ?? ttlMillis, waitMillis, 0, interruptible),
           (token) =>
             release(file, key, token, waitMillis).pipe(
               Effect.catchAll((error) => Effect.logWarning(`could not release lock ${key}: ${error.message}`))

@@ -85,8 +85,8 @@ export interface Hints {
   readonly forget: (taskId: TaskId) => void
   /**
    * Given a fresh listing of every queued task, forget the others (claimed or removed by other
-   * processes) once the hints hold more tasks than the listing: O(listing), and only as often
-   * as the hints double, so a look stays O(what it reads) on average.
+   * processes) when the hints hold more tasks than the listing names: O(listing), as the
+   * listing itself is, so the hints never hold more than the queue and what one walk met.
    */
   readonly keepListed: (names: ReadonlyArray<string>) => void
 }

@@ -98,7 +98,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           Either.match(decodeRow(target, row, secret), {
             onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
             onRight: (record) => {
-              remembered.set(record, row.revision)
+              remembered.set(record, row.revision, !row.payload_missing)
               records.push(record)
             }
           })
@@ -187,7 +187,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
             putBack.push({ task_id: found.task_id, not_before: wasNotBefore })
             continue
           }
-          remembered.set(record.right, found.revision)
+          remembered.set(record.right, found.revision, !found.payload_missing)
           claimed.push({ record: record.right, lease: record.right.lease })
           room = takeRoom(room, providerOfPayload(record.right.payload))
         }
@@ -204,6 +204,17 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
       return { claimed, invalid, ...waiting }
     })
 
+    /**
+     * A record read without its payload is remembered when the payload is known already (it
+     * never changes): so that a cancel request the poll found does not send the next write of
+     * the attempt down the locked fallback.
+     */
+    const rememberHead = (head: RecordHead, row: HeadRow) => {
+      const known = remembered.get(head.task_id)
+      if (known !== undefined && known.record.payload_sha256 === head.payload_sha256)
+        remembered.set({ ...head, payload: known.record.payload }, row.revision, !row.payload_missing)
+    }
+
     /** Rows read without their payloads, decoded; the damaged ones are reported, never returned. */
     const sortHeads = (rows: ReadonlyArray<HeadRow>) =>
       Effect.map(open, ({ secret }) => {
@@ -212,7 +223,10 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         for (const row of rows)
           Either.match(decodeHeadRow(target, row, secret), {
             onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-            onRight: (head) => heads.push(head)
+            onRight: (head) => {
+              rememberHead(head, row)
+              heads.push(head)
+            }
           })
         return { heads, invalid }
       })
@@ -244,7 +258,9 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         )
         const row = rows[0]
         if (row === undefined) return Option.none<RecordHead>()
-        return Option.some(yield* decodeHeadRow(target, row, secret))
+        const head = yield* decodeHeadRow(target, row, secret)
+        rememberHead(head, row)
+        return Option.some(head)
       })
 
     const notices = yield* noticeHub(target, connectTimeoutMillis, layerScope)
@@ -262,7 +278,9 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           return row === undefined
             ? Effect.fail(new UnknownTask({ taskId }))
             : Effect.flatMap(open, ({ secret }) =>
-                Effect.tap(decodeRow(target, row, secret), (record) => remembered.set(record, row.revision))
+                Effect.tap(decodeRow(target, row, secret), (record) =>
+                  remembered.set(record, row.revision, !row.payload_missing)
+                )
               )
         }
       )

@@ -16,15 +16,7 @@ import { retryingOn } from "./connection.js"
 import type { Remembered } from "./remembered.js"
 import { rememberedRows } from "./remembered.js"
 import type { Row } from "./rows.js"
-import {
-  decodeHeadRow,
-  decodeRow,
-  HeadColumns,
-  NotifyChannel,
-  noticeOf,
-  PayloadKept,
-  RowColumns
-} from "./rows.js"
+import { decodeHeadRow, decodeRow, HeadColumns, NotifyChannel, noticeOf, RowColumns } from "./rows.js"
 import type { PgTarget } from "./target.js"
 
 /** The head columns, and the payload column as null: a Row whose payload is not read. */
@@ -45,16 +37,22 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
    * Write `next` over the row, fenced by `fence` (the revision the writer read, or nothing
    * when the writer holds the row locked), with its notice in the same statement: a
    * statement is its own transaction, so the notice goes out only if the write commits. The
-   * payload is not sent: it stays in its column (rows.ts, PayloadKept).
-   * The new revision, or undefined when the fence refused (someone else wrote meanwhile).
+   * payload is not sent while the row keeps it in its column; a row written before migration 6
+   * (`payloadStored` false) gets it there with this write, once.
    */
-  const writeRow = (sql: PgClient.PgClient, next: TaskRecord, fence: Remembered | undefined) =>
+  const writeRow = (
+    sql: PgClient.PgClient,
+    next: TaskRecord,
+    fence: Remembered | undefined,
+    payloadStored: boolean
+  ) =>
     Effect.map(
       sql<{ readonly revision: string }>`
         WITH written AS (
           UPDATE ${sql(tasks)}
           SET state = ${next.state}, not_before = ${next.not_before ?? null},
-            record = ${JSON.stringify(headOf(next))}, ${sql.literal(PayloadKept)}, pending_claim = NULL
+            record = ${JSON.stringify(headOf(next))}, pending_claim = NULL
+            ${payloadStored ? sql.literal("") : sql`, payload = COALESCE(payload, ${JSON.stringify(next.payload)})`}
           WHERE queue = ${target.queue} AND task_id = ${next.task_id}
             ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state}`}
           RETURNING revision::text AS revision
@@ -62,7 +60,7 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
         SELECT revision, pg_notify(${NotifyChannel}, ${noticeOf(target, next)})::text AS notified FROM written`,
       (rows) => {
         const revision = rows[0]?.revision
-        if (revision !== undefined) remembered.set(next, revision)
+        if (revision !== undefined) remembered.set(next, revision, true)
         return revision
       }
     )
@@ -109,11 +107,11 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
                         : decodeRow(target, whole[0], secret)
                     )
             if (Either.isLeft(record)) return Either.left(record.left)
-            remembered.set(record.right, row.revision)
+            remembered.set(record.right, row.revision, !row.payload_missing)
             const stepped = step(record.right, yield* Clock.currentTimeMillis)
             if (Either.isLeft(stepped)) return Either.left(stepped.left)
             const [next, answer] = stepped.right
-            if (next !== undefined) yield* writeRow(sql, next, undefined)
+            if (next !== undefined) yield* writeRow(sql, next, undefined, !row.payload_missing)
             return Either.right(answer)
           }).pipe(Effect.map((either): Either.Either<A, E | UnknownTask | InvalidRecord> => either))
         )
@@ -138,8 +136,8 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
           const row = rows[0]
           if (row === undefined) return Effect.fail(new UnknownTask({ taskId }))
           return Effect.map(decodeRow(target, row, secret), (record) => {
-            remembered.set(record, row.revision)
-            return { record, revision: row.revision }
+            remembered.set(record, row.revision, !row.payload_missing)
+            return { record, revision: row.revision, payloadStored: !row.payload_missing }
           })
         }
       )
@@ -170,7 +168,7 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
               // A retry after a commit whose answer was lost finds the fence moved by its own
               // write, and the fallback then answers from the row as it is (as a retried
               // transaction did before).
-              const written = yield* retrying("update", writeRow(sql, next, known))
+              const written = yield* retrying("update", writeRow(sql, next, known, known.payloadStored))
               if (written !== undefined) return answer
             }
           }

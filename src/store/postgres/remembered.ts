@@ -14,6 +14,8 @@ import type { TaskRecord } from "../../domain/Task.js"
 export interface Remembered {
   readonly record: TaskRecord
   readonly revision: string
+  /** The row keeps the payload in its payload column; false for a row written before migration 6. */
+  readonly payloadStored: boolean
 }
 
 /** About what a few busy workers hold at once, with room for the reaper's running set. */
@@ -24,10 +26,10 @@ export const rememberedRows = (capacity: number = DefaultRemembered) => {
   return {
     get: (taskId: TaskId): Remembered | undefined => entries.get(taskId),
     /** Remember `record` at `revision`; a finished task is forgotten instead. */
-    set: (record: TaskRecord, revision: string): void => {
+    set: (record: TaskRecord, revision: string, payloadStored: boolean): void => {
       entries.delete(record.task_id)
       if (record.state !== "queued" && record.state !== "running") return
-      entries.set(record.task_id, { record, revision })
+      entries.set(record.task_id, { record, revision, payloadStored })
       if (entries.size > capacity) {
         const oldest = entries.keys().next()
         if (oldest.done !== true) entries.delete(oldest.value)

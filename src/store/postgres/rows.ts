@@ -8,8 +8,8 @@
  * payload, and the reads of a worker (its cancel poll, reaping) leave the payload column out, so
  * that a large prompt crosses the wire at its submission, at its claim, and when someone reads it,
  * never on a worker's hot path. A row written before migration 6 holds its payload in its record
- * and none in the column; its next write moves the payload into the column (in SQL, so the
- * writer need not send it).
+ * and none in the column (`payload_missing`); its next write, which knows that from the row it
+ * read, sends the payload once to fill the column.
  */
 import { Either, Option, Schema } from "effect"
 import { canonicalJson } from "../../domain/canonical.js"
@@ -35,6 +35,8 @@ export interface HeadRow {
   readonly revision: string
   /** A claim written by the claim statement and not yet folded into `record` (migration 5). */
   readonly pending_claim: string | null
+  /** The payload column is empty: the record holds the payload (a row written before migration 6). */
+  readonly payload_missing: boolean
 }
 
 export interface Row extends HeadRow {
@@ -44,18 +46,10 @@ export interface Row extends HeadRow {
 
 /** The columns of a HeadRow, for `SELECT` and `RETURNING`. */
 export const HeadColumns =
-  "task_id, state, created_at, not_before, record, revision::text AS revision, pending_claim"
+  "task_id, state, created_at, not_before, record, revision::text AS revision, pending_claim, payload IS NULL AS payload_missing"
 
 /** The columns of a Row. */
 export const RowColumns = `${HeadColumns}, payload`
-
-/**
- * What a write of a row's record sets beside the record itself (which it writes without its
- * payload): the payload column, filled from the record it replaces when that one still holds
- * the payload (a row written before migration 6). `COALESCE` reads the old record only for
- * such a row, and `json` (unlike `jsonb`) keeps the payload's text as it was, `\u0000` included.
- */
-export const PayloadKept = "payload = COALESCE(payload, (record::json -> 'payload')::text)"
 
 /**
  * The inputs of `Transitions.claim` for one claimed row. The claim statement claims in SQL,
