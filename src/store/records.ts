@@ -1,5 +1,7 @@
 /** Stored records, in any store: one JSON document each, decoded with Schema and checked for self-consistency. */
+import type { ParseResult } from "effect"
 import { Either, Schema } from "effect"
+
 import { describeParseError } from "../domain/input.js"
 import { describeJsonError, parseJson } from "../domain/json.js"
 import { InvalidRecord } from "../domain/errors.js"
@@ -25,25 +27,32 @@ export const parseRecordText = (where: string, text: string): Either.Either<unkn
   )
 
 /**
- * Decode a stored record's parsed JSON, or say why it is damaged. `where` names the place in
- * the store (a file, a row) in the error; `secret` is the store's key, which the record's task
- * id must be made with.
+ * A decoder of stored JSON: `decode` checks its shape, then `defect` says whether what it
+ * decoded agrees with itself (named by `where`; `secret` is the store's key, which the record's
+ * task id must be made with). The error names the field and what it should be, never the
+ * damaged value (it may be a secret).
  */
-export const decodeRecordJson = (
-  where: string,
-  json: unknown,
-  storedUnder: TaskId,
-  secret: Uint8Array
-): Either.Either<TaskRecord, InvalidRecord> => {
-  const record = decodeRecord(json)
-  // The field and what it should be, never the damaged value (it may be a secret).
-  if (Either.isLeft(record))
-    return Either.left(new InvalidRecord({ file: where, reason: describeParseError(record.left) }))
-  const defect = recordDefect(record.right, storedUnder, secret)
-  return defect === undefined
-    ? Either.right(record.right)
-    : Either.left(new InvalidRecord({ file: where, reason: defect }))
-}
+const checkedDecoder =
+  <A>(
+    decode: (json: unknown) => Either.Either<A, ParseResult.ParseError>,
+    defect: (decoded: A, storedUnder: TaskId, secret: Uint8Array) => string | undefined
+  ) =>
+  (where: string, json: unknown, storedUnder: TaskId, secret: Uint8Array): Either.Either<A, InvalidRecord> =>
+    Either.flatMap(
+      Either.mapLeft(
+        decode(json),
+        (error) => new InvalidRecord({ file: where, reason: describeParseError(error) })
+      ),
+      (decoded) => {
+        const reason = defect(decoded, storedUnder, secret)
+        return reason === undefined
+          ? Either.right(decoded)
+          : Either.left(new InvalidRecord({ file: where, reason }))
+      }
+    )
+
+/** Decode a stored record's parsed JSON, or say why it is damaged. */
+export const decodeRecordJson = checkedDecoder(decodeRecord, recordDefect)
 
 /**
  * Decode the JSON text of the record stored under `storedUnder`, or say why it is damaged: the
@@ -61,17 +70,4 @@ export const decodeRecordText = (
  * Decode a record read without its payload (a payload the JSON still holds is ignored, and its
  * hash is not checked: that is for the reads that return it), with every other check.
  */
-export const decodeHeadJson = (
-  where: string,
-  json: unknown,
-  storedUnder: TaskId,
-  secret: Uint8Array
-): Either.Either<RecordHead, InvalidRecord> => {
-  const head = decodeHead(json)
-  if (Either.isLeft(head))
-    return Either.left(new InvalidRecord({ file: where, reason: describeParseError(head.left) }))
-  const defect = headDefect(head.right, storedUnder, secret)
-  return defect === undefined
-    ? Either.right(head.right)
-    : Either.left(new InvalidRecord({ file: where, reason: defect }))
-}
+export const decodeHeadJson = checkedDecoder(decodeHead, headDefect)

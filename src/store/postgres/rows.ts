@@ -141,6 +141,10 @@ const columnsAgree = <R extends RecordHead>(
       )
     : Either.right(record)
 
+/** A row whose task_id column is no task id: nothing in it can be trusted. */
+const notATaskId = (name: string) =>
+  Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
+
 /** A row's record, payload included, or why it cannot be trusted. */
 export const decodeRow = (
   target: PgTarget,
@@ -149,8 +153,7 @@ export const decodeRow = (
 ): Either.Either<TaskRecord, InvalidRecord> => {
   const name = rowName(target, row.task_id)
   const taskId = row.task_id
-  if (!isTaskId(taskId))
-    return Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
+  if (!isTaskId(taskId)) return notATaskId(name)
   const damaged = (reason: string) => Either.left(new InvalidRecord({ file: name, reason }))
   const stored = Either.flatMap(parseRecordText(name, row.record), (json) => {
     const { payload } = row
@@ -188,8 +191,7 @@ export const decodeHeadRow = (
 ): Either.Either<RecordHead, InvalidRecord> => {
   const name = rowName(target, row.task_id)
   const taskId = row.task_id
-  if (!isTaskId(taskId))
-    return Either.left(new InvalidRecord({ file: name, reason: "task_id is not a task id" }))
+  if (!isTaskId(taskId)) return notATaskId(name)
   return Either.flatMap(
     Either.flatMap(
       Either.flatMap(parseRecordText(name, row.record), (json) => decodeHeadJson(name, json, taskId, secret)),
