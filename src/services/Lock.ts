@@ -1,5 +1,5 @@
 import type { Scope } from "effect"
-import { Clock, Context, Duration, Effect, Layer, Option, SynchronizedRef } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Option, SynchronizedRef } from "effect"
 import { LockTimeout, StorageError } from "../domain/errors.js"
 
 /** How long a taker waits by default. Generous: under heavy load many processes may queue for one task's lock. */
@@ -56,10 +56,18 @@ export class Lock extends Context.Tag("relaykeep/Lock")<
           const semaphore = yield* semaphoreFor(key)
           const waitMillis = options?.waitMillis ?? DefaultWaitMillis
           const started = yield* Clock.currentTimeMillis
+          // The wait is interruptible inside acquireRelease, or its timeout could not end it; a
+          // shutdown ends it too, unless the caller asked from an uninterruptible region (an
+          // outcome write, a release), which waits its turn (in a fiber of its own, which the
+          // caller's interruption does not reach) as the file lock does.
+          const wait = Effect.interruptible(semaphore.take(1)).pipe(
+            Effect.timeoutOption(Duration.millis(waitMillis))
+          )
+          const interruptible = yield* Effect.checkInterruptible((isInterruptible) =>
+            Effect.succeed(isInterruptible)
+          )
           const taken = yield* Effect.acquireRelease(
-            // The wait must stay interruptible inside acquireRelease, or neither the timeout nor a
-            // shutdown could end it.
-            Effect.interruptible(semaphore.take(1)).pipe(Effect.timeoutOption(Duration.millis(waitMillis))),
+            interruptible ? wait : Effect.flatMap(Effect.forkDaemon(wait), Fiber.join),
             (permit) => (Option.isSome(permit) ? semaphore.release(1) : Effect.void)
           )
           if (Option.isNone(taken)) {

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Scope } from "effect"
-import { Clock, Deferred, Effect, Either, Fiber } from "effect"
+import { Clock, Deferred, Effect, Either, Fiber, Ref } from "effect"
 import type { LockShape } from "../support/locks.js"
 import { hammerCounter } from "../support/locks.js"
 
@@ -98,6 +98,36 @@ export const lockContract = (name: string, makeLock: () => Effect.Effect<LockSha
         )
         assert.deepStrictEqual(after, Either.right("entered"))
       })
+    )
+
+    it.scopedLive(
+      "a taker in an uninterruptible region waits out an interruption, runs its body, then ends",
+      () =>
+        Effect.gen(function* () {
+          const lock = yield* makeLock()
+          const held = yield* Deferred.make<void>()
+          const holder = yield* Effect.fork(
+            lock.withLock(
+              "busy",
+              Effect.zipRight(Deferred.succeed(held, undefined), Effect.sleep("400 millis"))
+            )
+          )
+          yield* Deferred.await(held)
+          const entered = yield* Ref.make(false)
+          // What an attempt writing its outcome, or giving its task back at shutdown, does: its wait
+          // for a lock someone else holds must not be cut short by the shutdown.
+          const taker = yield* Effect.fork(
+            Effect.uninterruptible(lock.withLock("busy", Ref.set(entered, true), { waitMillis: 10_000 }))
+          )
+          yield* Effect.sleep("100 millis")
+          yield* Fiber.interrupt(taker)
+          assert.isTrue(yield* Ref.get(entered), "the body ran once the holder let go")
+          yield* Fiber.join(holder)
+          const after = yield* Effect.either(
+            lock.withLock("busy", Effect.succeed("entered"), { waitMillis: 500 })
+          )
+          assert.deepStrictEqual(after, Either.right("entered"), "and the lock was released")
+        })
     )
 
     it.scopedLive("the lock is released when the body fails or is interrupted", () =>

@@ -7,7 +7,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Ref, Scope } from "effect"
+import { Clock, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Scope } from "effect"
 import { Host } from "../../src/services/Host.js"
 import { Lock } from "../../src/services/Lock.js"
 import { fileLockLayer } from "../../src/store/file/FileLock.js"
@@ -41,37 +41,6 @@ const stallingRemoveOf = (file: string, reached: Deferred.Deferred<void>, gate: 
   ).pipe(Layer.provide(NodeFileSystem.layer))
 
 describe("file lock on disk", () => {
-  it.scopedLive(
-    "a taker in an uninterruptible region waits out an interruption, runs its body, then ends",
-    () =>
-      Effect.gen(function* () {
-        const dir = yield* tempDir
-        const lock = yield* fileLockAt(dir, hostA)
-        const held = yield* Deferred.make<void>()
-        const holder = yield* Effect.fork(
-          lock.withLock(
-            "busy",
-            Effect.zipRight(Deferred.succeed(held, undefined), Effect.sleep("400 millis"))
-          )
-        )
-        yield* Deferred.await(held)
-        const entered = yield* Ref.make(false)
-        // What an attempt writing its outcome, or giving its task back at shutdown, does: its wait
-        // for a lock someone else holds must not be cut short by the shutdown.
-        const taker = yield* Effect.fork(
-          Effect.uninterruptible(lock.withLock("busy", Ref.set(entered, true), { waitMillis: 10_000 }))
-        )
-        yield* Effect.sleep("100 millis")
-        yield* Fiber.interrupt(taker)
-        assert.isTrue(yield* Ref.get(entered), "the body ran once the holder let go")
-        yield* Fiber.join(holder)
-        const after = yield* Effect.either(
-          lock.withLock("busy", Effect.succeed("entered"), { waitMillis: 500 })
-        )
-        assert.deepStrictEqual(after, Either.right("entered"), "and the lock was released")
-      })
-  )
-
   it.scopedLive("a holder's lock file names it while held, and nothing is left after release", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
