@@ -1,7 +1,6 @@
 /** Stored records, in any store: one JSON document each, decoded with Schema and checked for self-consistency. */
 import type { ParseResult } from "effect"
 import { Either, Schema } from "effect"
-
 import { describeParseError } from "../domain/input.js"
 import { describeJsonError, parseJson } from "../domain/json.js"
 import { InvalidRecord } from "../domain/errors.js"

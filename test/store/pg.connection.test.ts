@@ -84,15 +84,23 @@ const killListeners = (proxy: Proxy) =>
     )
   )
 
+/**
+ * A listening store and a writing store on a fresh schema, and the listener's wake-ups, past the
+ * first one (which says the connection listens: anything sent before was missed).
+ */
+const listenerAndWriter = Effect.gen(function* () {
+  const schema = yield* scopedSchema
+  const listener = yield* pgStoreAt(schema, { hostname: "listener" })
+  const writer = yield* pgStoreAt(schema, { hostname: "writer" })
+  const wakeups = yield* collect(listener.wakeups)
+  yield* next(wakeups, "wake-up for listening")
+  return { listener, writer, wakeups }
+})
+
 describe.skipIf(!pgAvailable)("PostgreSQL store: LISTEN/NOTIFY between instances", () => {
   it.scopedLive("a submission and a requeue by another instance wake a listener; a claim does not", () =>
     Effect.gen(function* () {
-      const schema = yield* scopedSchema
-      const listener = yield* pgStoreAt(schema, { hostname: "listener" })
-      const writer = yield* pgStoreAt(schema, { hostname: "writer" })
-      const wakeups = yield* collect(listener.wakeups)
-      // The first wake-up says the connection listens (anything sent before was missed).
-      yield* next(wakeups, "wake-up for listening")
+      const { listener, writer, wakeups } = yield* listenerAndWriter
       const receipt = yield* writer.submit({ clientRequestId: id("t"), payload: { n: 1 } })
       yield* next(wakeups, "wake-up for the submission")
       const changes = yield* collect(listener.changes)
@@ -115,11 +123,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: LISTEN/NOTIFY between instances
 
   it.scopedLive("a capped claim that locked rows it did not take tells the others to look again", () =>
     Effect.gen(function* () {
-      const schema = yield* scopedSchema
-      const listener = yield* pgStoreAt(schema, { hostname: "listener" })
-      const writer = yield* pgStoreAt(schema, { hostname: "writer" })
-      const wakeups = yield* collect(listener.wakeups)
-      yield* next(wakeups, "wake-up for listening")
+      const { listener, writer, wakeups } = yield* listenerAndWriter
       const claude = yield* writer.submit({
         clientRequestId: id("c"),
         payload: { provider: "claude", prompt: "a" }

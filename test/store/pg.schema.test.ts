@@ -12,6 +12,18 @@ const id = (text: string) => ClientRequestId.make(text)
 const worker = { workerId: "w1", leaseMillis: 60_000 }
 const Opening = 6
 
+/** The record and payload columns of a task's row, as the table holds them. */
+const storedRow = (schema: string, taskId: string) =>
+  Effect.map(
+    Effect.promise(() =>
+      pgQuery<{ readonly record: string; readonly payload: string | null }>(
+        `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
+        [taskId]
+      )
+    ),
+    (rows) => rows[0]
+  )
+
 describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
   it.scopedLive(
     `${Opening} stores opening a fresh schema at once all succeed, migrate it once and share one key`,
@@ -96,12 +108,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
           yield* upgraded.complete(receipt.task_id, holder.lease, { done: true }),
           "complete"
         )
-        const [row] = yield* Effect.promise(() =>
-          pgQuery<{ readonly record: string; readonly payload: string | null }>(
-            `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
-            [receipt.task_id]
-          )
-        )
+        const row = yield* storedRow(schema, receipt.task_id)
         // Written by this version from the payload it read in the old record.
         assert.strictEqual(row?.payload, JSON.stringify({ n: 1 }))
         assert.notInclude(row?.record ?? "", '"payload":', "the record no longer holds the payload")
@@ -133,12 +140,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         if (held === undefined) return assert.fail("not claimed")
         assert.deepStrictEqual(held.record.payload, { n: 6 })
         yield* store.complete(receipt.task_id, held.lease, null)
-        const [row] = yield* Effect.promise(() =>
-          pgQuery<{ readonly record: string; readonly payload: string | null }>(
-            `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
-            [receipt.task_id]
-          )
-        )
+        const row = yield* storedRow(schema, receipt.task_id)
         assert.strictEqual(
           row?.payload,
           JSON.stringify({ n: 6 }),
@@ -190,12 +192,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL store: schema and queues", () => {
         assert.deepStrictEqual(held.record.payload, payload)
         yield* store.heartbeat(receipt.task_id, held.lease, 60_000)
         yield* store.complete(receipt.task_id, held.lease, { ok: true })
-        const [row] = yield* Effect.promise(() =>
-          pgQuery<{ readonly record: string; readonly payload: string | null }>(
-            `SELECT record, payload FROM "${schema}".tasks WHERE task_id = $1`,
-            [receipt.task_id]
-          )
-        )
+        const row = yield* storedRow(schema, receipt.task_id)
         assert.deepStrictEqual(
           JSON.parse(row?.payload ?? "null"),
           payload,

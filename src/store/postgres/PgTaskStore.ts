@@ -84,26 +84,41 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
 
     const { remembered, apply } = fencedWrites(target, open)
 
-    const selectRows = (
+    const selectRows = <R extends HeadRow = Row>(
       operation: string,
-      query: (sql: PgClient.PgClient) => Effect.Effect<ReadonlyArray<Row>, SqlError>
+      query: (sql: PgClient.PgClient) => Effect.Effect<ReadonlyArray<R>, SqlError>
     ) => Effect.flatMap(open, ({ sql }) => retrying(operation, query(sql)))
 
-    /** Decode rows; the damaged ones are reported, never returned. */
-    const sortRows = (rows: ReadonlyArray<Row>) =>
+    /**
+     * Decode rows with `decode`, telling `remember` of each that decodes; the damaged ones are
+     * reported, never returned.
+     */
+    const sortDecoded = <R extends HeadRow, A>(
+      rows: ReadonlyArray<R>,
+      decode: (row: R, secret: Uint8Array) => Either.Either<A, InvalidRecord>,
+      remember: (decoded: A, row: R) => void
+    ) =>
       Effect.map(open, ({ secret }) => {
-        const records: Array<TaskRecord> = []
+        const records: Array<A> = []
         const invalid: Array<InvalidRecordReport> = []
         for (const row of rows)
-          Either.match(decodeRow(target, row, secret), {
+          Either.match(decode(row, secret), {
             onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
             onRight: (record) => {
-              remembered.set(record, row.revision, !row.payload_missing)
+              remember(record, row)
               records.push(record)
             }
           })
         return { records, invalid }
       })
+
+    /** Decode rows, payloads included, and remember them. */
+    const sortRows = (rows: ReadonlyArray<Row>) =>
+      sortDecoded(
+        rows,
+        (row, secret) => decodeRow(target, row, secret),
+        (record, row) => remembered.set(record, row.revision, !row.payload_missing)
+      )
 
     const live: TaskStoreShape["live"] = Effect.gen(function* () {
       const rows = yield* selectRows(
@@ -215,44 +230,30 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         remembered.set({ ...head, payload: known.record.payload }, row.revision, !row.payload_missing)
     }
 
-    /** Rows read without their payloads, decoded; the damaged ones are reported, never returned. */
+    /** Rows read without their payloads, decoded, and remembered where the payload is known. */
     const sortHeads = (rows: ReadonlyArray<HeadRow>) =>
-      Effect.map(open, ({ secret }) => {
-        const heads: Array<RecordHead> = []
-        const invalid: Array<InvalidRecordReport> = []
-        for (const row of rows)
-          Either.match(decodeHeadRow(target, row, secret), {
-            onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-            onRight: (head) => {
-              rememberHead(head, row)
-              heads.push(head)
-            }
-          })
-        return { heads, invalid }
-      })
+      sortDecoded(rows, (row, secret) => decodeHeadRow(target, row, secret), rememberHead)
 
     // Reaping reads the leases, never the payloads.
     const running: TaskStoreShape["running"] = Effect.gen(function* () {
-      const rows = yield* Effect.flatMap(open, ({ sql }) =>
-        retrying(
-          "read the running tasks of",
-          sql<HeadRow>`
-            SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
-            WHERE queue = ${target.queue} AND state = 'running'
-            ORDER BY created_at, task_id`
-        )
+      const rows = yield* selectRows(
+        "read the running tasks of",
+        (sql) => sql<HeadRow>`
+          SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
+          WHERE queue = ${target.queue} AND state = 'running'
+          ORDER BY created_at, task_id`
       )
-      const { heads, invalid } = yield* sortHeads(rows)
-      return { running: heads, invalid }
+      const { records, invalid } = yield* sortHeads(rows)
+      return { running: records, invalid }
     }).pipe(Effect.withSpan("TaskStore.running"))
 
     /** A task's record without its payload: a running attempt's cancel poll. */
     const loadHead = (taskId: TaskId) =>
       Effect.gen(function* () {
-        const { sql, secret } = yield* open
-        const rows = yield* retrying(
+        const { secret } = yield* open
+        const rows = yield* selectRows(
           "read",
-          sql<HeadRow>`
+          (sql) => sql<HeadRow>`
             SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
             WHERE queue = ${target.queue} AND task_id = ${taskId}`
         )

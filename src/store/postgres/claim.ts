@@ -34,7 +34,6 @@ export interface ClaimRow {
   readonly payload: string | null
   readonly revision: string | null
   readonly pending_claim: string | null
-  readonly payload_missing: boolean | null
   /** What `not_before` was before the claim, to put a damaged row back as it was. */
   readonly was_not_before: string | null
   readonly waiting: number
@@ -124,8 +123,7 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
       FROM picked
       WHERE t.queue = ${target.queue} AND t.task_id = picked.task_id
       RETURNING t.task_id, t.state, t.created_at, t.not_before, t.record, t.payload,
-        t.revision::text AS revision, t.pending_claim, t.payload IS NULL AS payload_missing,
-        picked.not_before AS was_not_before
+        t.revision::text AS revision, t.pending_claim, picked.not_before AS was_not_before
     ),
     waiting AS (
       SELECT count(*)::int AS waiting, min(not_before) AS next_due_at FROM ${sql(tasks)}
@@ -148,7 +146,7 @@ export const claimRound = (sql: PgClient.PgClient, target: PgTarget, round: Clai
 export const claimedWith = (sql: PgClient.PgClient, target: PgTarget, tokens: ReadonlyArray<string>) =>
   sql<ClaimRow>`
     SELECT task_id, state, created_at, not_before, record, payload, revision::text AS revision, pending_claim,
-      payload IS NULL AS payload_missing, NULL::text AS was_not_before, 0 AS waiting, NULL::text AS next_due_at
+      NULL::text AS was_not_before, 0 AS waiting, NULL::text AS next_due_at
     FROM ${sql(`${target.schema}.tasks`)}
     WHERE queue = ${target.queue} AND state = 'running' AND pending_claim IS NOT NULL
       AND substring(pending_claim from '"owner_token":"([^"]*)"}$') IN ${sql.in(tokens)}`

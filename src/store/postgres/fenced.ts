@@ -85,6 +85,18 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
               SELECT ${sql.literal(columns)} FROM ${sql(tasks)}
               WHERE queue = ${target.queue} AND task_id = ${taskId}
               FOR UPDATE ${sql.literal(onBusy === undefined ? "" : "SKIP LOCKED")}`
+            /** The row's record with the payload the caller holds, or (damage) the row read whole. */
+            const withKnown = (row: Row, held: TaskRecord) => {
+              const head = Either.getOrUndefined(decodeHeadRow(target, row, secret))
+              if (head !== undefined && head.payload_sha256 === held.payload_sha256)
+                return Effect.succeed(Either.right({ ...head, payload: held.payload }))
+              // Held already: read again whole, payload included, to say what is wrong.
+              return Effect.map(lockRow(RowColumns), (whole) =>
+                whole[0] === undefined
+                  ? Either.left(new UnknownTask({ taskId }))
+                  : decodeRow(target, whole[0], secret)
+              )
+            }
             const rows = yield* lockRow(known === undefined ? RowColumns : HeadWithoutPayload)
             const row = rows[0]
             if (row === undefined) {
@@ -93,19 +105,8 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
                 yield* sql`SELECT 1 FROM ${sql(tasks)} WHERE queue = ${target.queue} AND task_id = ${taskId}`
               return exists.length > 0 ? Either.right(onBusy()) : Either.left(new UnknownTask({ taskId }))
             }
-            const head =
-              known === undefined ? undefined : Either.getOrUndefined(decodeHeadRow(target, row, secret))
             const record: Either.Either<TaskRecord, InvalidRecord | UnknownTask> =
-              known !== undefined && head !== undefined && head.payload_sha256 === known.payload_sha256
-                ? Either.right({ ...head, payload: known.payload })
-                : known === undefined
-                  ? decodeRow(target, row, secret)
-                  : // Held already: read again whole, payload included, to say what is wrong.
-                    yield* Effect.map(lockRow(RowColumns), (whole) =>
-                      whole[0] === undefined
-                        ? Either.left(new UnknownTask({ taskId }))
-                        : decodeRow(target, whole[0], secret)
-                    )
+              known === undefined ? decodeRow(target, row, secret) : yield* withKnown(row, known)
             if (Either.isLeft(record)) return Either.left(record.left)
             remembered.set(record.right, row.revision, !row.payload_missing)
             const stepped = step(record.right, yield* Clock.currentTimeMillis)

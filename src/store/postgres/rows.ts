@@ -157,8 +157,9 @@ export const decodeRow = (
   const damaged = (reason: string) => Either.left(new InvalidRecord({ file: name, reason }))
   const stored = Either.flatMap(parseRecordText(name, row.record), (json) => {
     const { payload } = row
-    if (payload === null) return decodeRecordJson(name, json, taskId, secret)
-    if (!isJsonObject(json)) return decodeRecordJson(name, json, taskId, secret)
+    // No payload column (a row from before migration 6), or no object to put it in (damage the
+    // decoder names): the record alone.
+    if (payload === null || !isJsonObject(json)) return decodeRecordJson(name, json, taskId, secret)
     return Either.flatMap(
       Either.mapLeft(
         parseRecordText(name, payload),
@@ -210,7 +211,8 @@ const samePayload = (a: unknown, b: unknown): boolean => {
   }
 }
 
-const isJsonObject = (value: unknown): value is { readonly [key: string]: unknown } =>
+/** Whether parsed JSON is an object (not null, not an array). */
+export const isJsonObject = (value: unknown): value is { readonly [key: string]: unknown } =>
   value !== null && typeof value === "object" && !Array.isArray(value)
 
 /** One channel for every RelayKeep schema and queue; the payload says which. */

@@ -11,6 +11,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Either, Option } from "effect"
 import { parseJson } from "../../domain/json.js"
 import { providerOfPayload } from "../../domain/provider.js"
+import { isJsonObject } from "./rows.js"
 
 /**
  * The tables, one migration per version. Each record is the same JSON document the file store
@@ -136,13 +137,10 @@ export const providerOfRecordText = (text: string): string =>
   Either.match(parseJson(text), {
     onLeft: () => "",
     onRight: (record) => {
-      const payload = isObject(record) ? record["payload"] : undefined
-      return isObject(payload) ? providerOfPayload(payload) : ""
+      const payload = isJsonObject(record) ? record["payload"] : undefined
+      return isJsonObject(payload) ? providerOfPayload(payload) : ""
     }
   })
-
-const isObject = (value: unknown): value is { readonly [key: string]: unknown } =>
-  value !== null && typeof value === "object" && !Array.isArray(value)
 
 /** The table where the Migrator records which versions ran. */
 const MigrationsTable = "migrations"
