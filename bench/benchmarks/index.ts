@@ -6,11 +6,13 @@ import { mcpRoundtrip } from "./mcpRoundtrip.js"
 import { memorySearch } from "./memorySearch.js"
 import { passVsHistory } from "./passVsHistory.js"
 import { pgThroughput } from "./pgThroughput.js"
+import { submitConcurrent } from "./submitConcurrent.js"
 import { submitVsFloor } from "./submitVsFloor.js"
 import { workerOverhead } from "./workerOverhead.js"
 
 export const benchmarks: ReadonlyArray<Benchmark> = [
   submitVsFloor,
+  submitConcurrent,
   passVsHistory,
   mcpRoundtrip,
   pgThroughput,

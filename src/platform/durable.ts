@@ -6,7 +6,7 @@
  */
 import type { FileSystem, Path } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Effect, Option } from "effect"
+import { Deferred, Effect, FiberId, Option } from "effect"
 import { StorageError } from "../domain/errors.js"
 
 export const FileMode = 0o600
@@ -58,8 +58,44 @@ const writeNew = (
   )
 
 /**
+ * fsyncs of one directory shared by concurrent callers (group commit). A caller waits for an
+ * fsync that began after it asked, so the renames and links it made before asking are covered;
+ * every caller that asks while an fsync runs shares the next one. A failed fsync fails every
+ * caller that shared it, and is never retried for them. The fsyncs run in a fiber of their own,
+ * so an interrupted caller never cuts one short for the others.
+ */
+export const makeSharedSync = (
+  sync: Effect.Effect<void, StorageError>
+): Effect.Effect<Effect.Effect<void, StorageError>> =>
+  Effect.sync(() => {
+    /** The callers waiting for the next fsync, which has not begun. */
+    let next: Deferred.Deferred<void, StorageError> | undefined
+    let running = false
+    const drain: Effect.Effect<void> = Effect.suspend(() => {
+      const batch = next
+      if (batch === undefined) {
+        running = false
+        return Effect.void
+      }
+      next = undefined
+      return Effect.exit(sync).pipe(
+        Effect.flatMap((exit) => Deferred.done(batch, exit)),
+        Effect.zipRight(drain)
+      )
+    })
+    return Effect.suspend(() => {
+      const batch = next ?? Deferred.unsafeMake<void, StorageError>(FiberId.none)
+      next = batch
+      if (running) return Deferred.await(batch)
+      running = true
+      return Effect.zipRight(Effect.forkDaemon(drain), Deferred.await(batch))
+    })
+  })
+
+/**
  * Replace `path` durably: write a temp file in the same directory (O_EXCL), fsync, close,
- * rename over `path`, fsync the directory. Only then may the caller acknowledge.
+ * rename over `path`, fsync the directory (through `syncDir` when the caller shares its
+ * directory fsyncs, see `makeSharedSync`). Only then may the caller acknowledge.
  * A failure leaves `path` as it was; the temp file is removed when possible.
  */
 export const writeDurable = (
@@ -67,12 +103,10 @@ export const writeDurable = (
   paths: Paths,
   path: string,
   tempName: string,
-  bytes: Uint8Array
+  bytes: Uint8Array,
+  syncDir: Effect.Effect<void, StorageError> = syncDirectory(fs, paths.dirname(path))
 ): Effect.Effect<void, StorageError> =>
-  Effect.zipRight(
-    replaceWhole(fs, paths, path, tempName, bytes, true),
-    syncDirectory(fs, paths.dirname(path))
-  )
+  Effect.zipRight(replaceWhole(fs, paths, path, tempName, bytes, true), syncDir)
 
 /**
  * Replace `path` atomically but not durably: readers see the old content or the new, never a
@@ -104,6 +138,27 @@ const replaceWhole = (
 }
 
 /**
+ * Stage `bytes` durably in the new file `temp` (O_EXCL, write, fsync, close), to be linked into
+ * place (`linkIfAbsent`). A failure removes the temp file when possible.
+ */
+export const stageDurable = (fs: Files, temp: string, bytes: Uint8Array): Effect.Effect<void, StorageError> =>
+  writeNew(fs, temp, bytes, true).pipe(
+    Effect.mapError(toStorageError("write", temp)),
+    Effect.tapError(() => fs.remove(temp).pipe(Effect.ignore))
+  )
+
+/**
+ * Link the complete file `temp` to `path` unless `path` exists: true once linked, false when
+ * `path` was there (and is left unchanged). The temp name stays; the caller removes it.
+ */
+export const linkIfAbsent = (fs: Files, temp: string, path: string): Effect.Effect<boolean, StorageError> =>
+  fs.link(temp, path).pipe(
+    Effect.as(true),
+    Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
+    Effect.mapError(toStorageError("link", path))
+  )
+
+/**
  * Create `path` atomically with its whole content, or report that it exists: the content is
  * written to a temp file first and hard-linked into place, so no reader ever sees it partial.
  * Returns false when `path` already exists.
@@ -120,11 +175,7 @@ export const createComplete = (
   const temp = paths.join(dir, tempName)
   return Effect.gen(function* () {
     yield* writeNew(fs, temp, bytes, options.durable).pipe(Effect.mapError(toStorageError("write", temp)))
-    const created = yield* fs.link(temp, path).pipe(
-      Effect.as(true),
-      Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
-      Effect.mapError(toStorageError("link", path))
-    )
+    const created = yield* linkIfAbsent(fs, temp, path)
     // Once linked, the file exists whatever happens to the temp name: failing now would leave a
     // created file (a held lock) that nobody owns. A leftover temp file is swept at the next start.
     yield* fs.remove(temp).pipe(Effect.ignore)
@@ -134,14 +185,24 @@ export const createComplete = (
 }
 
 /**
- * Create an empty file (an index marker); an existing one is fine. Not fsynced: markers are hints.
- * O_EXCL, so a symbolic link planted under the marker's name is never followed.
+ * Create a small file holding `bytes` (an index marker) unless it exists: true when this call
+ * created it. Not fsynced: markers are hints. O_EXCL, so a symbolic link planted under the
+ * marker's name is never followed.
  */
-export const touch = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
-  fs.writeFile(path, new Uint8Array(0), { flag: "wx", mode: FileMode }).pipe(
-    Effect.catchIf(isAlreadyExists, () => Effect.void),
+export const createIfAbsent = (
+  fs: Files,
+  path: string,
+  bytes: Uint8Array
+): Effect.Effect<boolean, StorageError> =>
+  fs.writeFile(path, bytes, { flag: "wx", mode: FileMode }).pipe(
+    Effect.as(true),
+    Effect.catchIf(isAlreadyExists, () => Effect.succeed(false)),
     Effect.mapError(toStorageError("create", path))
   )
+
+/** Create an empty file (an index marker); an existing one is fine. */
+export const touch = (fs: Files, path: string): Effect.Effect<void, StorageError> =>
+  Effect.asVoid(createIfAbsent(fs, path, new Uint8Array(0)))
 
 /**
  * Refuse `path` when it is a symbolic link: for the files RelayKeep appends to in place (the

@@ -3,7 +3,7 @@ import { FileSystem } from "@effect/platform"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Ref } from "effect"
-import { statSync, readdirSync, renameSync, writeFileSync, rmSync } from "node:fs"
+import { readFileSync, statSync, readdirSync, renameSync, writeFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import { Host } from "../../src/services/Host.js"
@@ -110,22 +110,21 @@ describe("file store index", () => {
   )
 
   it.scoped(
-    "a claim passes over a submission in flight (marker, no record, lock held), says so, and takes it once written",
+    "a claim passes over a submit at work (its marker holds its live pid, no record yet), says so, and takes it once linked",
     () =>
       Effect.gen(function* () {
         const root = yield* tempDir
         const store = yield* fileStoreAt(root)
         const receipt = yield* store.submit({ clientRequestId: id("in-flight"), payload: {} })
-        // Back to the middle of that submit: its marker is there, its record not yet, its lock held
-        // by a live writer (this test, as the same identity the store knows as alive).
+        // Back to the middle of that submit: its marker is there, holding the pid of a live
+        // submitter (the store's own test Host), and its record is not linked yet.
         const record = join(root, "tasks", `${receipt.task_id}.json`)
         const aside = join(root, "aside.json")
         renameSync(record, aside)
-        const lock = yield* writerLock(root)
+        const [marker] = readdirSync(join(root, "index", "queued"))
+        assert.strictEqual(readFileSync(join(root, "index", "queued", marker ?? ""), "utf8"), "4242\n")
         const request = { workerId: "w", leaseMillis: 60_000, limit: 1 }
-        const during = yield* Effect.scoped(
-          Effect.zipRight(lock.acquire(receipt.task_id), store.claimNext(request))
-        )
+        const during = yield* store.claimNext(request)
         assert.deepStrictEqual(during.claimed, [])
         assert.strictEqual(during.busy, 1, "reported, so that a worker asks again soon")
         assert.strictEqual(readdirSync(join(root, "index", "queued")).length, 1, "its marker is kept")

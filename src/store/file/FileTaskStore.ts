@@ -1,15 +1,16 @@
 /**
  * The file store: the default, embedded TaskStore (docs/file-store.md).
  *
- * Every change of a record happens under the task's lock as read → transition → durable
- * write, and index markers follow the marker invariant: a marker is created before a record
- * enters a live state and removed only after it has left one.
+ * A record is created by a link that fails if it exists, so a submit needs no lock; every
+ * later change happens under the task's lock as read → transition → durable write. Index
+ * markers follow the marker invariant: a marker is created before a record enters a live state
+ * and removed only after it has left one.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { Clock, Effect, Either, Option, Stream } from "effect"
-import type { InvalidRecord, StorageError } from "../../domain/errors.js"
-import { UnknownTask } from "../../domain/errors.js"
+import { Clock, Effect, Either, Option, Scope, Stream } from "effect"
+import type { InvalidRecord } from "../../domain/errors.js"
+import { StorageError, UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
 import { isTerminal, submissionOrder } from "../../domain/Task.js"
@@ -21,20 +22,52 @@ import type { TaskStoreBackend } from "../make.js"
 import { makeTaskStore } from "../make.js"
 import { onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
 import {
+  createIfAbsent,
+  linkIfAbsent,
   listDirectory,
+  makeSharedSync,
   readIfExists,
   removeIfExists,
+  stageDurable,
   tempName,
+  toStorageError,
   touch,
   writeDurable
 } from "../../platform/durable.js"
-import { layoutOf, taskIdOfQueuedMarker, taskIdOfRecordFile } from "./layout.js"
+import {
+  layoutOf,
+  submitterMarker,
+  submitterOfMarker,
+  taskIdOfQueuedMarker,
+  taskIdOfRecordFile,
+  timeOfQueuedMarker
+} from "./layout.js"
 import { encodeRecord, decodeRecordFile } from "./records.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
 import { scanRecords } from "./scan.js"
 import { checkRoot } from "../../platform/trust.js"
 import { fileWorkerRegistry } from "./workers.js"
 import { queueHead } from "./queueHead.js"
+
+/**
+ * How long a queued marker without a record may belong to a submit at work: a submit links its
+ * record within milliseconds of creating its marker. Past this, or once its pid is gone, the
+ * marker is a leftover and a pass removes it.
+ */
+export const SubmitInFlightMillis = 30_000
+
+/** Both run at once and both finish; the first failure, if any, is the answer. */
+const settled = <A, B>(
+  first: Effect.Effect<A, StorageError>,
+  second: Effect.Effect<B, StorageError>
+): Effect.Effect<readonly [A, B], StorageError> =>
+  Effect.flatMap(Effect.all([Effect.either(first), Effect.either(second)], { concurrency: 2 }), ([a, b]) =>
+    Either.isLeft(a)
+      ? Effect.fail(a.left)
+      : Either.isLeft(b)
+        ? Effect.fail(b.left)
+        : Effect.succeed([a.right, b.right] as const)
+  )
 
 export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
@@ -69,6 +102,22 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
     )
 
     const workers = yield* fileWorkerRegistry(deps, openRoot)
+    // Every write of a record ends with an fsync of tasks/; concurrent writers share it, through
+    // one handle on the directory that the store keeps open while it lives.
+    const scope = yield* Effect.scope
+    const tasksDirectory = yield* onceSuccessful(
+      Effect.zipRight(
+        openRoot,
+        Scope.extend(fs.open(layout.tasks, { flag: "r" }), scope).pipe(
+          Effect.mapError(toStorageError("open", layout.tasks))
+        )
+      )
+    )
+    const syncTasks = yield* makeSharedSync(
+      Effect.flatMap(tasksDirectory, (directory) =>
+        directory.sync.pipe(Effect.mapError(toStorageError("fsync", layout.tasks)))
+      )
+    )
 
     const locked = <A, E>(taskId: TaskId, body: Effect.Effect<A, E>) =>
       Effect.zipRight(openRoot, lockTimeoutAsStorageError(lock.withLock(taskId, body)))
@@ -104,7 +153,14 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     const save = (record: TaskRecord) =>
       Effect.flatMap(host.token, (token) =>
-        writeDurable(fs, path, layout.record(record.task_id), tempName(host.pid, token), encodeRecord(record))
+        writeDurable(
+          fs,
+          path,
+          layout.record(record.task_id),
+          tempName(host.pid, token),
+          encodeRecord(record),
+          syncTasks
+        )
       )
 
     /**
@@ -151,22 +207,49 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           : undefined
 
     /**
-     * Make a marker that disagrees with its record agree, under the task's lock, and return
-     * the record as it is now. A submit in flight holds the lock from marker to record, so a
-     * marker without a record here is a leftover, and a marker seen before its record was
-     * written finds the record once the lock is ours. A damaged record keeps its marker, so
-     * that every pass keeps reporting it.
+     * Whether a queued marker without a record belongs to a submit at work: one that created it
+     * moments ago, holds its pid in it, and is alive. Its record is about to be linked.
      */
-    const repairBody = (taskId: TaskId, marker: string) =>
+    const submitAtWork = (marker: string) =>
       Effect.gen(function* () {
-        const loaded = yield* load(taskId).pipe(
-          Effect.map(Option.getOrNull),
-          Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
-        )
+        if (path.dirname(marker) !== layout.queued) return false
+        const age = (yield* Clock.currentTimeMillis) - timeOfQueuedMarker(path.basename(marker))
+        if (!(Math.abs(age) < SubmitInFlightMillis)) return false
+        const bytes = yield* readIfExists(fs, marker)
+        const pid = Option.isSome(bytes) ? submitterOfMarker(bytes.value) : undefined
+        return pid !== undefined && (yield* host.isAlive(pid))
+      })
+
+    /** `load`, with a damaged record as "damaged". */
+    const loadOrDamaged = (taskId: TaskId) =>
+      load(taskId).pipe(
+        Effect.map(Option.getOrNull),
+        Effect.catchTag("InvalidRecord", () => Effect.succeed("damaged" as const))
+      )
+
+    /**
+     * Make a marker that disagrees with its record agree, under the task's lock, and return
+     * the record as it is now; "at work" for the marker of a submit at work (`submitAtWork`),
+     * left alone unless `evenAtWork`. A damaged record keeps its marker, so that every pass
+     * keeps reporting it.
+     *
+     * Submits take no lock (docs/file-store.md), so a marker without a record is removed by
+     * the one protocol that cannot lose a submit's marker: remove, then read the record again
+     * and restore its marker if it is there now. A submit creates its marker once more after it
+     * links its record; so either that second creation comes after this removal, or the link
+     * came before this second read.
+     */
+    const repairBody = (taskId: TaskId, marker: string, evenAtWork = false) =>
+      Effect.gen(function* () {
+        const loaded = yield* loadOrDamaged(taskId)
         if (loaded === "damaged") return Option.none<TaskRecord>()
         if (loaded === null) {
+          if (!evenAtWork && (yield* submitAtWork(marker))) return "at work" as const
           yield* removeIfExists(fs, marker)
-          return Option.none<TaskRecord>()
+          const again = yield* loadOrDamaged(taskId)
+          if (again === null || again === "damaged") return Option.none<TaskRecord>()
+          yield* alignMarkers(again)
+          return Option.some(again)
         }
         yield* alignMarkers(loaded)
         if (markerOf(loaded) !== marker) yield* removeIfExists(fs, marker)
@@ -177,13 +260,13 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /**
      * `repairMarker` for a claim, which never waits: "busy" when another writer holds the task
-     * now (a submission between its marker and its record, a requeue, another claim), which
-     * will leave its markers right.
+     * now (a requeue, another claim) or a submit is at work on it, which will leave its markers
+     * right.
      */
     const repairMarkerUnlessBusy = (taskId: TaskId, marker: string) =>
       lockedUnlessBusy<Option.Option<TaskRecord> | "busy", InvalidRecord | StorageError>(
         taskId,
-        repairBody(taskId, marker),
+        Effect.map(repairBody(taskId, marker), (found) => (found === "at work" ? "busy" : found)),
         () => "busy"
       )
 
@@ -216,7 +299,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             Option.isSome(found) && found.value.state === expected ? Option.some(found.value) : Option.none()
           // A marker that disagrees is repaired; the record it then shows may agree after all.
           const direct = agrees(record.right)
-          const current = Option.isSome(direct) ? direct : agrees(yield* repairMarker(taskId, marker))
+          const repaired = Option.isSome(direct) ? direct : yield* repairMarker(taskId, marker)
+          // A submit at work is not shown until its record is there: it has not been acknowledged.
+          const current = repaired === "at work" ? Option.none<TaskRecord>() : agrees(repaired)
           if (Option.isSome(current)) seen.add(taskId)
           return current
         })
@@ -261,6 +346,82 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       return { running: yield* runningIn(visitor(invalid)), invalid }
     }).pipe(Effect.withSpan("TaskStore.running"))
 
+    /**
+     * After a submit's link failed because the record exists: under the task's lock, drop the
+     * marker this submit created unless it is the record's own (a submit of the same request in
+     * the same millisecond), and make the record's markers right, as a pass would.
+     */
+    const settleResubmit = (taskId: TaskId, marker: string, markerIsOurs: boolean) =>
+      locked(
+        taskId,
+        Effect.gen(function* () {
+          const existing = yield* Effect.either(loadExisting(taskId))
+          const own = Either.isRight(existing) && markerOf(existing.right) === marker
+          if (markerIsOurs && !own) yield* removeIfExists(fs, marker)
+          if (Either.isLeft(existing)) {
+            // The link said the record is there: only a damaged record can fail to load.
+            return yield* existing.left._tag === "UnknownTask"
+              ? new StorageError({
+                  operation: "read",
+                  path: layout.record(taskId),
+                  reason: "the record vanished"
+                })
+              : existing.left
+          }
+          yield* alignMarkers(existing.right)
+          return Option.some(existing.right)
+        })
+      )
+
+    /**
+     * A submit's own marker, after the submit failed before its record was linked: removed as
+     * a pass removes a leftover, so that a record another submit of the same request linked
+     * meanwhile keeps its marker. A failure here is logged; the submit's own error stands.
+     */
+    const dropOwnMarker = (taskId: TaskId, marker: string) =>
+      locked(taskId, repairBody(taskId, marker, true)).pipe(
+        Effect.catchAll((error) => Effect.logWarning(`index marker not removed: ${error.message}`))
+      )
+
+    /**
+     * Submit, without a lock (docs/file-store.md, "Submit, exactly"): the queued marker is created
+     * while the staged record is written and fsynced; the record is linked into place, which only
+     * succeeds if no record of its task exists; then tasks/ is fsynced (shared with concurrent
+     * writers), the temp name removed and the marker created again if a pass removed it meanwhile.
+     * Uninterruptible: an interruption part way would leave a marker a pass must wait out.
+     */
+    const insertIfAbsent = (record: TaskRecord) =>
+      Effect.uninterruptible(
+        Effect.gen(function* () {
+          yield* openRoot
+          const marker = layout.queuedMarker(record)
+          const file = layout.record(record.task_id)
+          const temp = path.join(layout.tasks, tempName(host.pid, yield* host.token))
+          const mark = createIfAbsent(fs, marker, submitterMarker(host.pid))
+          const [marked, staged] = yield* Effect.all(
+            [Effect.either(mark), Effect.either(stageDurable(fs, temp, encodeRecord(record)))],
+            { concurrency: 2 }
+          )
+          const markerIsOurs = Either.getOrElse(marked, () => false)
+          /** Undo what this submit did before its record was linked, and fail with `error`. */
+          const abandon = (error: StorageError) =>
+            Effect.gen(function* () {
+              yield* fs.remove(temp).pipe(Effect.ignore)
+              if (markerIsOurs) yield* dropOwnMarker(record.task_id, marker)
+              return yield* error
+            })
+          if (Either.isLeft(marked)) return yield* abandon(marked.left)
+          if (Either.isLeft(staged)) return yield* abandon(staged.left)
+          const linked = yield* linkIfAbsent(fs, temp, file).pipe(Effect.catchAll(abandon))
+          if (!linked) {
+            yield* fs.remove(temp).pipe(Effect.ignore)
+            return yield* settleResubmit(record.task_id, marker, markerIsOurs)
+          }
+          yield* settled(syncTasks, Effect.zipRight(fs.remove(temp).pipe(Effect.ignore), mark))
+          return Option.none<TaskRecord>()
+        })
+      )
+
     const operations = transitionOperations<UnknownTask | InvalidRecord | StorageError>(host, transition)
     const claimNext = yield* queueHead({
       fs,
@@ -287,18 +448,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       taskIdFor: (clientRequestId) =>
         Effect.map(openRoot, (secret) => Transitions.taskIdFor(secret, clientRequestId)),
       load,
-      insertIfAbsent: (record) =>
-        locked(
-          record.task_id,
-          Effect.gen(function* () {
-            const existing = yield* load(record.task_id)
-            if (Option.isSome(existing)) return existing
-            // Marker first: a crash after it leaves a hint without a record, which a claim drops.
-            yield* touch(fs, layout.queuedMarker(record))
-            yield* save(record)
-            return Option.none()
-          })
-        ),
+      insertIfAbsent,
       apply: transition,
       scan: everything,
       live,

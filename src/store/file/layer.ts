@@ -12,6 +12,6 @@ import { makeFileTaskStore } from "./FileTaskStore.js"
 export const fileTaskStoreLayer = (
   options: FileStoreOptions
 ): Layer.Layer<TaskStore, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
-  Layer.effect(TaskStore, makeFileTaskStore(options)).pipe(
+  Layer.scoped(TaskStore, makeFileTaskStore(options)).pipe(
     Layer.provide(fileLockLayer(`${options.root.replace(/\/+$/, "")}/locks`))
   )

@@ -5,7 +5,8 @@
  *   <root>/secret                        HMAC key for task ids (0600)
  *   <root>/boot                          boot id of the machine that last reconciled this root
  *   <root>/tasks/<task_id>.json          the record
- *   <root>/index/queued/<ms>-<task_id>   empty marker: may be queued (names sort oldest first)
+ *   <root>/index/queued/<ms>-<task_id>   marker: may be queued (names sort oldest first); a
+ *                                        submit's holds its pid while the record is linked
  *   <root>/index/running/<task_id>       empty marker: may be running
  *   <root>/locks/<key>                   short-lived lock files
  *   <root>/workers/<instance>.json       a watching worker's last heartbeat (a hint, not fsynced)
@@ -70,6 +71,22 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
 /** Creation time in milliseconds, zero-padded so that names sort in submission order. */
 export const queuedMarkerName = (record: TaskRecord): string =>
   `${String(timeMillis(record.created_at)).padStart(15, "0")}-${record.task_id}`
+
+/** The creation time a queued marker's name carries, in milliseconds. */
+export const timeOfQueuedMarker = (name: string): number => Number(name.slice(0, 15))
+
+/**
+ * What a submit writes into the queued marker it creates before its record exists: its pid, so
+ * that a pass meeting the marker without a record can tell a submit at work (its record about to
+ * be linked) from a dead one's leftover. A line, so that a torn write is not read as a pid.
+ */
+export const submitterMarker = (pid: number): Uint8Array => new TextEncoder().encode(`${pid}\n`)
+
+/** The pid a submit wrote into its marker, or undefined (another marker, or a torn write). */
+export const submitterOfMarker = (bytes: Uint8Array): number | undefined => {
+  const match = /^([1-9][0-9]{0,9})\n$/.exec(new TextDecoder().decode(bytes))
+  return match?.[1] === undefined ? undefined : Number(match[1])
+}
 
 export const taskIdOfQueuedMarker = (name: string): TaskId | undefined => {
   const taskId = name.slice(16)
