@@ -6,7 +6,7 @@
  * Run: `node --expose-gc --import tsx bench/memoryLoad.ts STORE`. Its own process, so that
  * nothing else the benchmark holds is counted.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../src/platform/nodeFiles.js"
 import { Layer, ManagedRuntime } from "effect"
 import { Host, MemoryStore, memoryStoreLayer } from "../src/index.js"
 
@@ -24,7 +24,7 @@ const usage = () => {
 }
 
 const runtime = ManagedRuntime.make(
-  memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+  memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
 )
 const memory = await runtime.runPromise(MemoryStore)
 const before = usage()

@@ -6,14 +6,13 @@
  *
  *   node submitter.mjs ROOT TAG COUNT
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer, ManagedRuntime } from "effect"
 import process from "node:process"
-import { ClientRequestId, Host, TaskStore, fileTaskStoreLayer } from "../dist/index.js"
+import { ClientRequestId, Host, TaskStore, fileTaskStoreLayer, nodeContextLayer } from "../dist/index.js"
 
 const [root, tag, count] = process.argv.slice(2)
 const runtime = ManagedRuntime.make(
-  fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+  fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
 )
 const store = await runtime.runPromise(TaskStore)
 // Opened before the start: the root's layout and secret are not part of what is measured.

@@ -7,7 +7,6 @@
 //
 // Every call is validated, permitted, run under its timeout and written, redacted, to the
 // audit directory as JSONL. stdout carries JSON-RPC only; logs go to stderr.
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Ref, Schema } from "effect"
 import {
@@ -16,6 +15,7 @@ import {
   defineTool,
   elicitationPolicyLayer,
   Host,
+  nodeContextLayer,
   serveStdio
 } from "relaykeep"
 
@@ -62,7 +62,7 @@ const live = Layer.mergeAll(
     ? elicitationPolicyLayer
     : allowlistPolicyLayer(option("--allow")),
   Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
-).pipe(Layer.provide(Host.layer), Layer.provideMerge(NodeContext.layer))
+).pipe(Layer.provide(Host.layer), Layer.provideMerge(nodeContextLayer))
 
 serveStdio({ name: "notes", version: "1.0.0", instructions: "A scratchpad of notes.", tools }).pipe(
   Effect.provide(live),

@@ -33,6 +33,7 @@ export type {
 } from "./services/TaskStore.js"
 // The TaskStore's layers, one per store.
 export { fileTaskStoreLayer } from "./store/file/layer.js"
+export { nodeContextLayer, layer as nodeFileSystemLayer } from "./platform/nodeFiles.js"
 export type { FileStoreOptions } from "./store/file/FileTaskStore.js"
 export { memoryTaskStoreLayer } from "./store/memory/layer.js"
 export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"

@@ -13,7 +13,7 @@
  * library (not measured), so the shallow queues hold 1,000 and the deep ones keep their depth,
  * runs the worker on each, and checks that it ran 1,000 tasks and left what it should.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Effect, Either, Layer, ManagedRuntime, Redacted, Schema } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { mkdirSync, readdirSync } from "node:fs"
@@ -105,7 +105,7 @@ const fileQueue = (dir: string, depth: Depthness): Queue => {
   const root = path.join(dir, `file-${depth}`)
   mkdirSync(root)
   const runtime = ManagedRuntime.make(
-    fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+    fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
   )
   return {
     store: "file",
@@ -128,7 +128,7 @@ const pgQueue = (dir: string, depth: Depthness): Queue => {
   const runtime = ManagedRuntime.make(
     pgTaskStoreLayer({ url: Redacted.make(benchPgUrl), schema, maxConnections: FillConnections }).pipe(
       Layer.provide(Host.layer),
-      Layer.provide(NodeContext.layer)
+      Layer.provide(nodeContextLayer)
     )
   )
   return {

@@ -12,7 +12,7 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Layer, ManagedRuntime, Schema } from "effect"
 import {
   closeSync,
@@ -158,7 +158,7 @@ export const mcpRoundtrip: Benchmark = {
     const runtime = ManagedRuntime.make(
       Layer.mergeAll(fileTaskStoreLayer({ root: storeRoot }), auditLogLayer(path.join(dir, "audit"))).pipe(
         Layer.provide(Host.layer),
-        Layer.provide(NodeContext.layer)
+        Layer.provide(nodeContextLayer)
       )
     )
     const store = await runtime.runPromise(TaskStore)

@@ -5,7 +5,7 @@
  * search (not measured), and each later search checks the file is unchanged, as always.
  */
 import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Layer, ManagedRuntime, Schema } from "effect"
 import { statSync, writeFileSync } from "node:fs"
 import path from "node:path"
@@ -60,7 +60,7 @@ export const memorySearch: Benchmark = {
     )
 
     const runtime = ManagedRuntime.make(
-      memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
     )
     const memory = await runtime.runPromise(MemoryStore)
     const loadStart = now()

@@ -7,7 +7,7 @@
  * fresh tasks to every root (not measured), then times `runPass` on each, with the providers the
  * CLI's worker builds. The store of each root stays open across runs, as a worker's does.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import { mkdirSync, readdirSync } from "node:fs"
@@ -42,7 +42,7 @@ const openRoot = (root: string) =>
     Layer.mergeAll(fileTaskStoreLayer({ root }), providersLayer(defaultSettings)).pipe(
       Layer.provideMerge(Host.layer),
       Layer.provide(NodeHttpClient.layer),
-      Layer.provide(NodeContext.layer)
+      Layer.provide(nodeContextLayer)
     )
   )
 type Root = ReturnType<typeof openRoot>

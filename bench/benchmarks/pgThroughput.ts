@@ -11,7 +11,7 @@
  * Every system gets a pool of `Concurrency` connections for its queries. The end of the
  * process phase is judged the same way for all three: a count in the database, every few ms.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Effect, Fiber, Layer, ManagedRuntime, Redacted } from "effect"
 import { Logger as GraphileLogger, makeWorkerUtils, run as runGraphile, runMigrations } from "graphile-worker"
 import pg from "pg"
@@ -95,7 +95,7 @@ export const relaykeep = async (run: number, probe: pg.Client, hooks: PhaseHooks
       providerRegistryLayer([{ name: "noop", run: () => Effect.succeed({ result: null }) }]),
       Shutdown.layerManual,
       workerOutputLayer("text", () => Effect.void)
-    ).pipe(Layer.provideMerge(Host.layer), Layer.provide(NodeContext.layer))
+    ).pipe(Layer.provideMerge(Host.layer), Layer.provide(nodeContextLayer))
   )
   try {
     const store = await runtime.runPromise(TaskStore)

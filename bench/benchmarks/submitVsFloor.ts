@@ -3,7 +3,7 @@
  * can cost: the same bytes written to a temp file, fsynced, renamed into place, and the
  * directory fsynced, in the same process.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Layer, ManagedRuntime } from "effect"
 import {
   closeSync,
@@ -57,7 +57,7 @@ export const submitVsFloor: Benchmark = {
     const floorDir = path.join(dir, "floor")
     mkdirSync(floorDir)
     const runtime = ManagedRuntime.make(
-      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
     )
     const store = await runtime.runPromise(TaskStore)
     const tasksDir = path.join(root, "tasks")

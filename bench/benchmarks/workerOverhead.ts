@@ -12,7 +12,7 @@
  * record, the worker's work included). So `provider_sum` is measured here: the same Provider
  * running the same 1,000 payloads in this process, each call timed.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Effect, Layer, ManagedRuntime, Schema } from "effect"
 import { spawn } from "node:child_process"
 import { readdirSync } from "node:fs"
@@ -114,7 +114,7 @@ export const workerOverhead: Benchmark = {
       run: async (index) => {
         const root = path.join(dir, `run-${index + 1}`)
         const store = ManagedRuntime.make(
-          fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+          fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
         )
         try {
           log(`worker-overhead: submitting ${Tasks} tasks`)

@@ -5,12 +5,12 @@
  * Shutdown service: a watching worker drains on the first SIGINT/SIGTERM and stops at once
  * on the second; every other command is interrupted by the first, as runMain would.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Effect, Exit, Layer, Logger, Option } from "effect"
 import type { Fiber } from "effect"
 import { runCli } from "../cli/main.js"
 import { redactedStderrLogger } from "../cli/redactedLogger.js"
 import { redactMessage } from "../domain/redact.js"
+import { nodeContextLayer } from "../platform/nodeFiles.js"
 import { Host } from "../services/Host.js"
 import { Shutdown } from "../services/Shutdown.js"
 
@@ -29,7 +29,7 @@ export const main = (argv: ReadonlyArray<string>) => {
     }),
     // Every log goes to stderr, scrubbed: stdout belongs to JSON output and to JSON-RPC.
     Logger.replace(Logger.defaultLogger, redactedStderrLogger)
-  ).pipe(Layer.provideMerge(NodeContext.layer))
+  ).pipe(Layer.provideMerge(nodeContextLayer))
 
   // An Effect waiting on a signal holds no handle of Node's event loop; this one does.
   const keepAlive = setInterval(() => {}, 2 ** 31 - 1)

@@ -61,8 +61,12 @@ const writeNew = (
  * fsyncs of one directory shared by concurrent callers (group commit). A caller waits for an
  * fsync that began after it asked, so the renames and links it made before asking are covered;
  * every caller that asks while an fsync runs shares the next one. A failed fsync fails every
- * caller that shared it, and is never retried for them. The fsyncs run in a fiber of their own,
- * so an interrupted caller never cuts one short for the others.
+ * caller that shared it, and is never retried for them.
+ *
+ * A caller that finds no fsync running runs its own, in its own fiber (the common case of one
+ * writer at a time costs no more than a plain fsync). The fsyncs that callers share run in a
+ * fiber of their own, so that an interrupted caller never cuts one short for the others; a first
+ * caller interrupted during its own fsync hands the callers that came meanwhile to such a fiber.
  */
 export const makeSharedSync = (
   sync: Effect.Effect<void, StorageError>
@@ -71,6 +75,7 @@ export const makeSharedSync = (
     /** The callers waiting for the next fsync, which has not begun. */
     let next: Deferred.Deferred<void, StorageError> | undefined
     let running = false
+    /** Run the fsyncs of the callers that wait, one batch at a time, until none waits. */
     const drain: Effect.Effect<void> = Effect.suspend(() => {
       const batch = next
       if (batch === undefined) {
@@ -83,12 +88,21 @@ export const makeSharedSync = (
         Effect.zipRight(drain)
       )
     })
+    const handOff = Effect.suspend(() => {
+      if (next === undefined) {
+        running = false
+        return Effect.void
+      }
+      return Effect.asVoid(Effect.forkDaemon(drain))
+    })
     return Effect.suspend(() => {
-      const batch = next ?? Deferred.unsafeMake<void, StorageError>(FiberId.none)
-      next = batch
-      if (running) return Deferred.await(batch)
+      if (running) {
+        const batch = next ?? Deferred.unsafeMake<void, StorageError>(FiberId.none)
+        next = batch
+        return Deferred.await(batch)
+      }
       running = true
-      return Effect.zipRight(Effect.forkDaemon(drain), Deferred.await(batch))
+      return Effect.ensuring(sync, handOff)
     })
   })
 

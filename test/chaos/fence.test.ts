@@ -8,7 +8,7 @@
  * 11. A task completing (or heartbeating) while the reaper looks at it ends complete (or stays
  *     running), never requeued: deterministically, then as a hammer of real races on the file store.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import type { Scope } from "effect"
 import {
@@ -66,7 +66,7 @@ const storeKinds: ReadonlyArray<{ readonly name: string; readonly layer: StoreLa
       Effect.map(tempDir, (root) =>
         fileTaskStoreLayer({ root }).pipe(
           Layer.provideMerge(Host.layerTest(here)),
-          Layer.provide(NodeContext.layer)
+          Layer.provide(nodeContextLayer)
         )
       )
     )
@@ -389,7 +389,7 @@ describe("rescue against completion, hammered on the file store (11)", () => {
             Effect.map(tempDir, (root) =>
               fileTaskStoreLayer({ root }).pipe(
                 Layer.provideMerge(Host.layerTest(here)),
-                Layer.provide(NodeContext.layer)
+                Layer.provide(nodeContextLayer)
               )
             )
           )

@@ -4,14 +4,13 @@
 // acknowledged before the process was killed.
 //
 //   node submitter.mjs ROOT TAG LANES
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Layer, ManagedRuntime } from "effect"
 import { writeSync } from "node:fs"
-import { ClientRequestId, Host, TaskStore, fileTaskStoreLayer } from "../../dist/index.js"
+import { ClientRequestId, Host, TaskStore, fileTaskStoreLayer, nodeContextLayer } from "../../dist/index.js"
 
 const [root, tag, lanes] = process.argv.slice(2)
 const runtime = ManagedRuntime.make(
-  fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+  fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
 )
 const store = await runtime.runPromise(TaskStore)
 let next = 0

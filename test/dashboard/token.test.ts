@@ -1,12 +1,12 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { freshToken, isToken, keepToken, startToken, TokenFileName } from "../../src/dashboard/token.js"
 import { Host } from "../../src/services/Host.js"
 
-const Live = Layer.merge(NodeContext.layer, Host.layerTest({}))
+const Live = Layer.merge(nodeContextLayer, Host.layerTest({}))
 
 /** The token file's content, its mode, and what else the root holds beside it. */
 const inspect = (root: string) =>

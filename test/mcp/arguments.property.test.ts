@@ -5,7 +5,7 @@
  */
 import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck as fc, Layer } from "effect"
 import { AuditLog } from "../../src/services/AuditLog.js"
@@ -152,7 +152,7 @@ describe("malformed arguments to every tool", () => {
           auditLogMemoryLayer,
           memoryTaskStoreLayer(),
           memoryStoreLayer(store)
-        ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+        ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(nodeContextLayer))
         yield* Effect.gen(function* () {
           for (const call of calls) {
             const exit = yield* Effect.exit(run(call))
@@ -173,7 +173,7 @@ describe("malformed arguments to every tool", () => {
             assert.strictEqual(entry.status === "invalid", entry.error?.tag === "InvalidArguments")
           }
         }).pipe(Effect.provide(layer))
-      }).pipe(Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.provide(nodeContextLayer)),
     { fastCheck: { numRuns: 100, seed: 20250601 } }
   )
 })

@@ -3,7 +3,7 @@
  * list, pruned by count or age with emptied day files removed, and tolerant of a torn last line.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Layer, TestClock } from "effect"
 import { isoTime } from "../../src/domain/Task.js"
@@ -35,7 +35,7 @@ const openLog = Effect.gen(function* () {
   const dir = path.join(yield* tempDir, "audit")
   const audit = yield* buildService(
     AuditLog,
-    auditLogLayer(dir).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+    auditLogLayer(dir).pipe(Layer.provide(Host.layerTest({})), Layer.provide(nodeContextLayer))
   )
   return { audit, dir, fs: yield* FileSystem.FileSystem, path }
 })
@@ -72,7 +72,7 @@ describe("auditLogLayer (files)", () => {
       }
       assert.strictEqual((yield* fs.stat(dir)).mode & 0o777, 0o700)
       assert.deepStrictEqual(yield* audit.list({}), entries)
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped("never appends through a symbolic link planted under a day's name", () =>
@@ -86,7 +86,7 @@ describe("auditLogLayer (files)", () => {
       assert.strictEqual(error._tag, "StorageError")
       assert.include(error.message, "is a symbolic link")
       assert.strictEqual(yield* fs.readFileString(elsewhere), "untouched\n")
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped("list filters by status, tool and time, oldest first, and limit keeps the newest", () =>
@@ -112,14 +112,14 @@ describe("auditLogLayer (files)", () => {
       assert.deepStrictEqual(ns(yield* audit.list({ limit: 9 })), [0, 1, 2, 3, 4])
       assert.deepStrictEqual(ns(yield* audit.list({ tool: "submit", status: "ok", limit: 1 })), [3])
       assert.deepStrictEqual(ns(yield* audit.list({ status: "timeout" })), [])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped("list on a log that was never written is empty", () =>
     Effect.gen(function* () {
       const { audit } = yield* openLog
       assert.deepStrictEqual(yield* audit.list({}), [])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped("prune keepLast keeps the newest, rewrites their files and removes emptied ones", () =>
@@ -151,7 +151,7 @@ describe("auditLogLayer (files)", () => {
       assert.deepStrictEqual(yield* audit.prune({ keepLast: 0 }), { removed: 2, kept: 0 })
       assert.deepStrictEqual(yield* dayFiles(fs, dir), [])
       assert.deepStrictEqual(yield* audit.list({}), [])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped("prune olderThanMillis removes entries older than now minus the age", () =>
@@ -175,7 +175,7 @@ describe("auditLogLayer (files)", () => {
         [3, 4]
       )
       assert.deepStrictEqual(yield* dayFiles(fs, dir), ["2025-06-02.jsonl", "2025-06-03.jsonl"])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped("a torn trailing line is skipped by list", () =>
@@ -187,7 +187,7 @@ describe("auditLogLayer (files)", () => {
       const torn = JSON.stringify(entryAt(Day1 + Hour, "t", "ok", 2)).slice(0, 40)
       yield* fs.writeFileString(file, torn, { flag: "a" })
       assert.deepStrictEqual(yield* audit.list({}), [first])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   // A crash mid-append leaves a line without its newline; the next append must still be readable.
@@ -201,7 +201,7 @@ describe("auditLogLayer (files)", () => {
       const next = entryAt(Day1 + Hour, "t", "ok", 3)
       yield* audit.append(next)
       assert.deepStrictEqual(yield* audit.list({}), [first, next])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   // The lock directory inside it is normally made first; an append must not rely on that.
@@ -216,6 +216,6 @@ describe("auditLogLayer (files)", () => {
       const file = path.join(dir, "2025-06-01.jsonl")
       assert.strictEqual((yield* fs.stat(file)).mode & 0o777, 0o600)
       assert.deepStrictEqual(yield* linesOf(fs, file), [entry])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 })

@@ -3,7 +3,7 @@
  * Effect Schemas), each server's instructions, and the two servers' independence.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref, Schema } from "effect"
 import { MemoryInstructions } from "../../src/mcp/memory/server.js"
@@ -160,6 +160,6 @@ describe("servers", () => {
           assert.deepStrictEqual(leaks, [], `${entry} reaches ${forbidden}`)
         }
       }
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 })

@@ -3,7 +3,7 @@
  * the table of SECURITY.md, which must list exactly the rules redactRules.ts exports.
  */
 import { FileSystem } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { redact } from "../../src/domain/redact.js"
@@ -220,6 +220,6 @@ describe("the rule table of SECURITY.md", () => {
         rows.length,
         Words.length + Phrases.length + Fragments.length + Quantities.length + BenignNames.length
       )
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 })

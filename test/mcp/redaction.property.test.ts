@@ -11,7 +11,7 @@
  * entry AuditLog lists, or a line the bins' logger writes.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FastCheck as fc, Layer, Schema } from "effect"
 import { randomBytes } from "node:crypto"
@@ -194,7 +194,7 @@ const auditedTasks = Effect.gen(function* () {
   const dir = path.join(yield* tempDir, "audit")
   const layer = Layer.mergeAll(auditLogLayer(dir), memoryTaskStoreLayer()).pipe(
     Layer.provide(Host.layerTest({})),
-    Layer.provide(NodeContext.layer)
+    Layer.provide(nodeContextLayer)
   )
   return { dir, layer, tools: toolMap(taskTools) }
 })
@@ -222,7 +222,7 @@ describe("redaction through the pipeline into the audit files", () => {
         const entries = yield* Effect.flatMap(AuditLog, (audit) => audit.list({})).pipe(Effect.provide(layer))
         assert.strictEqual(entries.length, payloads.length)
         assertRedacted(yield* everyByteUnder(dir), markers)
-      }).pipe(Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.provide(nodeContextLayer)),
     { fastCheck: { numRuns: 30, seed: Seed } }
   )
 
@@ -254,7 +254,7 @@ describe("redaction through the pipeline into the audit files", () => {
           ["invalid"]
         )
         for (const marker of markers.hidden) assert.notInclude(yield* everyByteUnder(dir), marker, place)
-      }).pipe(Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.provide(nodeContextLayer)),
     { fastCheck: { numRuns: 30, seed: Seed } }
   )
 })
@@ -366,7 +366,7 @@ describe("planted secrets through every tool and every error path", () => {
         assert.isTrue(outputs.entries.every((entry) => entry.arguments_truncated === undefined))
         assertNoLeak(outputs, secrets)
       }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scoped.prop(
@@ -417,7 +417,7 @@ describe("planted secrets through every tool and every error path", () => {
             cases.map((plant) => plant.secret)
           )
         }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
-      }).pipe(Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.provide(nodeContextLayer)),
     { fastCheck: { numRuns: 25, seed: Seed, endOnFailure: true }, timeout: 120_000 }
   )
 })
@@ -472,7 +472,7 @@ describe("planted secrets in damaged records", () => {
           yield* served.call("memory", "read", { id: "mem-1" })
           assertNoLeak(yield* served.outputs, [...tasks.map(([secret]) => secret), memorySecret])
         }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
-      }).pipe(Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.provide(nodeContextLayer)),
     { fastCheck: { numRuns: 25, seed: Seed, endOnFailure: true }, timeout: 120_000 }
   )
 })
@@ -529,7 +529,7 @@ describe("planted secrets in JSON that does not parse", () => {
           assert.strictEqual(lines.filter((line) => line.includes('"isError":true')).length, 1)
           assertNoLeak({ ...(yield* served.outputs), answers: lines.join("\n") }, [secret])
         }).pipe(Effect.provide(served.layer), Effect.withConsole(served.console))
-      }).pipe(Effect.provide(NodeContext.layer)),
+      }).pipe(Effect.provide(nodeContextLayer)),
     { fastCheck: { numRuns: 20, seed: Seed, endOnFailure: true } }
   )
 })

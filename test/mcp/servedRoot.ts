@@ -4,7 +4,7 @@
  * left (answers, audit files and entries, log lines) is gathered for a test to search.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert } from "@effect/vitest"
 import type { Console } from "effect"
 import { Effect, Layer, Logger, LogLevel } from "effect"
@@ -79,7 +79,7 @@ export const servedRoot = Effect.gen(function* () {
     auditLogLayer(auditDir),
     fileTaskStoreLayer({ root }),
     memoryStoreLayer(memoryFile)
-  ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+  ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(nodeContextLayer))
   const logs = yield* capturedLogs
   const answers: Array<string> = []
   const call = (

@@ -66,18 +66,20 @@ describe("makeSharedSync", () => {
     })
   )
 
-  it.effect("an interrupted caller does not cut short the fsync the others wait for", () =>
-    Effect.gen(function* () {
-      const { shared, nth, begunCount, awaitBegun } = yield* gatedSync
-      const leaver = yield* Effect.fork(shared)
-      yield* awaitBegun(1)
-      const stayer = yield* Effect.fork(shared)
-      yield* Fiber.interrupt(leaver)
-      yield* Deferred.succeed(yield* nth(1), undefined)
-      yield* awaitBegun(2)
-      yield* Deferred.succeed(yield* nth(2), undefined)
-      assert.isTrue(Exit.isSuccess(yield* Fiber.await(stayer)))
-      assert.strictEqual(yield* begunCount, 2)
-    })
+  it.effect(
+    "a first caller interrupted during its own fsync hands the callers that came meanwhile a fresh one",
+    () =>
+      Effect.gen(function* () {
+        const { shared, nth, begunCount, awaitBegun } = yield* gatedSync
+        const leaver = yield* Effect.fork(shared)
+        yield* awaitBegun(1)
+        const stayer = yield* Effect.fork(shared)
+        yield* Fiber.interrupt(leaver)
+        yield* Deferred.succeed(yield* nth(1), undefined)
+        yield* awaitBegun(2)
+        yield* Deferred.succeed(yield* nth(2), undefined)
+        assert.isTrue(Exit.isSuccess(yield* Fiber.await(stayer)))
+        assert.strictEqual(yield* begunCount, 2)
+      })
   )
 })

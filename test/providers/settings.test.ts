@@ -2,7 +2,7 @@
  * Where the worker's provider settings come from: an option beats an environment variable,
  * which beats `<root>/config.json`, which beats the default. Bad values stop the worker.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
@@ -25,7 +25,7 @@ const resolve = (
   if (config !== undefined) fs.writeFileSync(path.join(root, "config.json"), config)
   return resolveProviderSettings({ ...none, ...options }, root).pipe(
     Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
-    Effect.provide(Layer.merge(NodeContext.layer, Host.layerTest({}))),
+    Effect.provide(Layer.merge(nodeContextLayer, Host.layerTest({}))),
     Effect.either
   )
 }

@@ -3,7 +3,7 @@
  * that a release never removes a lock that is no longer its own.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { assert, describe, it } from "@effect/vitest"
@@ -55,7 +55,7 @@ describe("file lock on disk", () => {
         assert.match(seen.value.token, /^[0-9a-f]{32}$/)
       }
       assert.deepStrictEqual(yield* listNames(dir), [])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scopedLive("a key that is not a plain file name is refused", () =>
@@ -67,7 +67,7 @@ describe("file lock on disk", () => {
         assert.isTrue(Either.isLeft(result) && result.left._tag === "StorageError", `key ${key}`)
       }
       assert.deepStrictEqual(yield* listNames(dir), [])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scopedLive("a release leaves alone a successor's lock written over the holder's", () =>
@@ -90,7 +90,7 @@ describe("file lock on disk", () => {
       assert.isTrue(Option.isSome(after), "A's release removed B's lock")
       if (Option.isSome(after)) assert.strictEqual(after.value.token, token("b"))
       assert.deepStrictEqual(yield* listNames(dir), ["task-1"], "no guard or temp file is left")
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scopedLive("a holder past its time-to-live loses the lock, and its release keeps the successor's", () =>
@@ -119,7 +119,7 @@ describe("file lock on disk", () => {
 
       yield* Scope.close(scopeB, Exit.void)
       assert.deepStrictEqual(yield* listNames(dir), [])
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scopedLive(
@@ -161,6 +161,6 @@ describe("file lock on disk", () => {
         assert.isTrue(Either.isLeft(third), "a third taker got in while B held the lock")
         yield* Fiber.interrupt(holderB)
         assert.deepStrictEqual(yield* listNames(dir), [])
-      }).pipe(Effect.provide(NodeContext.layer))
+      }).pipe(Effect.provide(nodeContextLayer))
   )
 })

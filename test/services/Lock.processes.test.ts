@@ -7,7 +7,7 @@
  * breaker fails these within a run). Needs `npm run build` first: the processes import dist/.
  */
 import { Command, FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Array as Arr, Clock, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import { fileURLToPath } from "node:url"
@@ -134,11 +134,11 @@ const breakingRace = (scenario: Scenario) =>
     // by the next taker, and then nothing at all is left.
     const lock = yield* buildService(
       Lock,
-      fileLockLayer(lockDir).pipe(Layer.provide(Layer.succeed(Host, host)), Layer.provide(NodeContext.layer))
+      fileLockLayer(lockDir).pipe(Layer.provide(Layer.succeed(Host, host)), Layer.provide(nodeContextLayer))
     )
     yield* lock.withLock("task-1", Effect.void, { waitMillis: 5_000 })
     assert.deepStrictEqual(yield* fs.readDirectory(lockDir), [], "no lock, guard or temp file is left")
-  }).pipe(Effect.provide(Layer.provideMerge(Host.layer, NodeContext.layer)))
+  }).pipe(Effect.provide(Layer.provideMerge(Host.layer, nodeContextLayer)))
 
 describe("file lock across processes", () => {
   it.scopedLive(

@@ -3,7 +3,7 @@
  * waited for, and a guard left by a dead breaker never wedges the next one.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Either, Option } from "effect"
 import { fileLockAt, listNames, lockJson, readLock, token, writeText } from "../support/locks.js"
@@ -83,7 +83,7 @@ describe("file lock: breaking stale locks", () => {
   for (const [why, plant] of stale) {
     it.scopedLive(`a lock is broken when ${why}`, () =>
       Effect.map(plantAndTake([["task-1", plant]], 1_000), assertBroken).pipe(
-        Effect.provide(NodeContext.layer)
+        Effect.provide(nodeContextLayer)
       )
     )
   }
@@ -95,7 +95,7 @@ describe("file lock: breaking stale locks", () => {
         assert.isTrue(Either.isLeft(outcome.taken) && outcome.taken.left._tag === "LockTimeout")
         assert.deepStrictEqual(outcome.after, outcome.before)
         assert.deepStrictEqual(outcome.left, ["task-1"])
-      }).pipe(Effect.provide(NodeContext.layer))
+      }).pipe(Effect.provide(nodeContextLayer))
     )
   }
 
@@ -109,7 +109,7 @@ describe("file lock: breaking stale locks", () => {
         1_000
       )
       assertBroken(outcome)
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scopedLive("a dead breaker's guard, whose own guard a dead breaker left too, is broken", () =>
@@ -123,7 +123,7 @@ describe("file lock: breaking stale locks", () => {
         1_000
       )
       assertBroken(outcome)
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 
   it.scopedLive("a guard held by a live breaker on this host is not broken, however old", () =>
@@ -139,6 +139,6 @@ describe("file lock: breaking stale locks", () => {
       assert.isTrue(Either.isLeft(outcome.taken) && outcome.taken.left._tag === "LockTimeout")
       assert.deepStrictEqual(outcome.after, outcome.before)
       assert.deepStrictEqual(outcome.left, [guard, "task-1"].sort())
-    }).pipe(Effect.provide(NodeContext.layer))
+    }).pipe(Effect.provide(nodeContextLayer))
   )
 })

@@ -4,7 +4,7 @@
  * is slow by construction (support/heavyMemory.ts), never timed against a threshold.
  */
 import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Layer, Option } from "effect"
 import { writeFileSync } from "node:fs"
@@ -19,7 +19,7 @@ const heavyStore = Effect.gen(function* () {
   writeFileSync(store, heavyRows().join("\n"))
   const memory = yield* buildService(
     MemoryStore,
-    memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+    memoryStoreLayer(store).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
   )
   // Loaded (and indexed) before anything is compared.
   yield* memory.read("light")

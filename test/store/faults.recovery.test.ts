@@ -4,7 +4,7 @@
  * crash, the temp files of dead writers are swept and nothing else is touched.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Option } from "effect"
 import { ClientRequestId } from "../../src/domain/ids.js"
@@ -16,7 +16,7 @@ import { fileStoreAt, fileStoreOn, tempDir } from "../support/stores.js"
 
 const worker = { workerId: "w1", leaseMillis: 60_000 }
 const files = Effect.all({ fs: FileSystem.FileSystem, path: Path.Path }).pipe(
-  Effect.provide(NodeContext.layer)
+  Effect.provide(nodeContextLayer)
 )
 const queuedName = (taskId: string) => `000000000000000-${taskId}`
 

@@ -1,6 +1,6 @@
 /** The file store's own promises beyond the contract: layout, modes, the index and its repair. */
 import { FileSystem } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Ref } from "effect"
 import { readFileSync, statSync, readdirSync, renameSync, writeFileSync, rmSync } from "node:fs"
@@ -30,12 +30,12 @@ const countingStore = (root: string) =>
             fs.readFile(path)
           )
       }))
-    ).pipe(Layer.provide(NodeContext.layer))
+    ).pipe(Layer.provide(nodeContextLayer))
     const store = yield* buildService(
       TaskStore,
       fileTaskStoreLayer({ root }).pipe(
         Layer.provide(Host.layerTest({})),
-        Layer.provide(Layer.merge(NodeContext.layer, counting))
+        Layer.provide(Layer.merge(nodeContextLayer, counting))
       )
     )
     return { store, reads }
@@ -50,7 +50,7 @@ const writerLock = (root: string) =>
     Lock,
     fileLockLayer(join(root, "locks")).pipe(
       Layer.provide(Host.layerTest({})),
-      Layer.provide(NodeContext.layer)
+      Layer.provide(nodeContextLayer)
     )
   )
 

@@ -1,6 +1,6 @@
 /** A memory-store append that fails half-way leaves the store as it was, readable. */
 import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
@@ -47,7 +47,7 @@ describe("memory store appends under faults", () => {
         // And a fresh reader on the real file system still reads it.
         const reader = yield* buildService(
           MemoryStore,
-          memoryStoreLayer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+          memoryStoreLayer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(nodeContextLayer))
         )
         assert.deepStrictEqual(
           (yield* reader.search("note", 5)).map((hit) => hit.id),

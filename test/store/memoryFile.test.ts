@@ -5,7 +5,7 @@
  * damaged, never loaded; a fixture that never ends costs no more than the limit to refuse.
  */
 import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { existsSync, readFileSync, truncateSync, writeFileSync } from "node:fs"
@@ -26,7 +26,7 @@ const setup = (seed: string | undefined) =>
     if (seed !== undefined) writeFileSync(store, seed)
     const memory = yield* buildService(
       MemoryStore,
-      memoryStoreLayer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(NodeContext.layer))
+      memoryStoreLayer(store).pipe(Layer.provide(Host.layerTest({})), Layer.provide(nodeContextLayer))
     )
     let fixtures = 0
     const importRows = (rows: ReadonlyArray<string>) => {

@@ -4,7 +4,7 @@
  * above it cannot be used to replace it. Refusals name the path and the command that fixes it,
  * and never change a mode. (The same checks against a real second user: test/e2e/neighbours.test.ts.)
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option } from "effect"
 import * as fs from "node:fs"
@@ -141,7 +141,7 @@ describe("trusting a data root", () => {
       const layer = auditLogLayer(dir).pipe(
         Layer.provide(Lock.layerMemory),
         Layer.provide(Host.layerTest({})),
-        Layer.provide(NodeContext.layer)
+        Layer.provide(nodeContextLayer)
       )
       const error = yield* Effect.flip(buildService(AuditLog, layer))
       assert.include(error.message, `chmod 700 ${dir}`)

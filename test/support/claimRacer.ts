@@ -10,7 +10,7 @@
  * task is never given back here, so nothing can become ready again.
  */
 import type { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Effect, Layer, Random, Redacted } from "effect"
 import { createInterface } from "node:readline"
 import type { InvalidInput, StorageError } from "../../src/domain/errors.js"
@@ -74,6 +74,6 @@ const race = Effect.gen(function* () {
 await Effect.runPromise(
   race.pipe(
     Effect.withRandom(Random.make(seed)),
-    Effect.provide(storeLayer.pipe(Layer.provideMerge(Host.layer), Layer.provide(NodeContext.layer)))
+    Effect.provide(storeLayer.pipe(Layer.provideMerge(Host.layer), Layer.provide(nodeContextLayer)))
   )
 )

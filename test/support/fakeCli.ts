@@ -3,7 +3,7 @@
  * in-process needs: a sandbox per test (a work dir, the fakes' record file, a finalizer that
  * kills whatever a fake left behind), the providers built from settings, and a worker pass.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Either, Layer, Schema } from "effect"
 import { randomBytes } from "node:crypto"
@@ -202,7 +202,7 @@ export const settings = (overrides: Partial<ProviderSettings> = {}): ProviderSet
 /** A URL the settings accept, as the worker parses it. */
 export const url = (text: string): URL => new URL(text)
 
-const platform = Layer.mergeAll(NodeContext.layer, NodeHttpClient.layer)
+const platform = Layer.mergeAll(nodeContextLayer, NodeHttpClient.layer)
 
 /** Every provider, as a worker with these settings and this environment builds them. */
 export const providerLayer = (config: ProviderSettings, environment: Readonly<Record<string, string>> = {}) =>

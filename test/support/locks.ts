@@ -1,6 +1,6 @@
 /** Building locks for tests, planting lock files by hand, and a counter that catches a broken lock. */
 import { FileSystem } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import type { Context } from "effect"
 import { Array as Arr, Effect, Layer, Option, Ref, Schema } from "effect"
 import { isoTime } from "../../src/domain/Task.js"
@@ -21,7 +21,7 @@ export const fileLockAt = (directory: string, host: HostOptions = {}, settings: 
     Lock,
     fileLockLayer(directory, settings).pipe(
       Layer.provide(Host.layerTest(host)),
-      Layer.provide(NodeContext.layer)
+      Layer.provide(nodeContextLayer)
     )
   )
 

@@ -5,7 +5,7 @@
  * test over many injection points can report all of them at once.
  */
 import { FileSystem, Path } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Cause, Chunk, Effect, Either, Exit } from "effect"
 import type { Receipt, TaskState } from "../../src/domain/Task.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
@@ -52,7 +52,7 @@ export const markers = (root: string) =>
     const running = yield* names(fs, path.join(root, "index", "running"))
     // A queued marker is `<15-digit ms>-<task id>`.
     return { queued: queued.map((name) => name.slice(16)), running }
-  }).pipe(Effect.provide(NodeContext.layer))
+  }).pipe(Effect.provide(nodeContextLayer))
 
 /** Files in `<root>/<dir>` whose name starts with `.tmp-`. */
 export const tempFiles = (root: string, dir: string) =>
@@ -60,7 +60,7 @@ export const tempFiles = (root: string, dir: string) =>
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     return (yield* names(fs, path.join(root, dir))).filter((name) => name.startsWith(".tmp-"))
-  }).pipe(Effect.provide(NodeContext.layer))
+  }).pipe(Effect.provide(nodeContextLayer))
 
 /** Lock files in `<root>/locks`: neither temp files nor break guards. */
 export const lockFiles = (root: string) =>
@@ -69,7 +69,7 @@ export const lockFiles = (root: string) =>
     const path = yield* Path.Path
     const all = yield* names(fs, path.join(root, "locks"))
     return all.filter((name) => !name.startsWith(".tmp-") && !name.includes(".break-"))
-  }).pipe(Effect.provide(NodeContext.layer))
+  }).pipe(Effect.provide(nodeContextLayer))
 
 /**
  * Check a freshly reopened store: acknowledged receipts, damaged records, stray temp files,

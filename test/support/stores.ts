@@ -1,6 +1,6 @@
 /** Building stores for tests: a fresh store per test, in memory or in a scoped temp directory. */
 import { FileSystem } from "@effect/platform"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import * as NodePath from "@effect/platform-node/NodePath"
 import type { Scope } from "effect"
 import { Context, Effect, Layer } from "effect"
@@ -34,7 +34,7 @@ export const fileStoreAt = (root: string, host: HostOptions = {}) =>
   opened(
     buildService(
       TaskStore,
-      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layerTest(host)), Layer.provide(NodeContext.layer))
+      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layerTest(host)), Layer.provide(nodeContextLayer))
     )
   )
 
@@ -46,7 +46,7 @@ export const hostFileStoreAt = (root: string) =>
   opened(
     buildService(
       TaskStore,
-      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(NodeContext.layer))
+      fileTaskStoreLayer({ root }).pipe(Layer.provide(Host.layer), Layer.provide(nodeContextLayer))
     )
   )
 
@@ -66,7 +66,7 @@ export const seedTasks = (
   )
 
 export const tempDir = Effect.flatMap(FileSystem.FileSystem, (fs) => fs.makeTempDirectoryScoped()).pipe(
-  Effect.provide(NodeContext.layer)
+  Effect.provide(nodeContextLayer)
 )
 
 /** A file store in a fresh temp directory, removed when the test's scope closes. */

@@ -56,19 +56,6 @@ import { queueHead } from "./queueHead.js"
  */
 export const SubmitInFlightMillis = 30_000
 
-/** Both run at once and both finish; the first failure, if any, is the answer. */
-const settled = <A, B>(
-  first: Effect.Effect<A, StorageError>,
-  second: Effect.Effect<B, StorageError>
-): Effect.Effect<readonly [A, B], StorageError> =>
-  Effect.flatMap(Effect.all([Effect.either(first), Effect.either(second)], { concurrency: 2 }), ([a, b]) =>
-    Either.isLeft(a)
-      ? Effect.fail(a.left)
-      : Either.isLeft(b)
-        ? Effect.fail(b.left)
-        : Effect.succeed([a.right, b.right] as const)
-  )
-
 export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
   readonly root: string
@@ -384,10 +371,10 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       )
 
     /**
-     * Submit, without a lock (docs/file-store.md, "Submit, exactly"): the queued marker is created
-     * while the staged record is written and fsynced; the record is linked into place, which only
-     * succeeds if no record of its task exists; then tasks/ is fsynced (shared with concurrent
-     * writers), the temp name removed and the marker created again if a pass removed it meanwhile.
+     * Submit, without a lock (docs/file-store.md, "Submit, exactly"): the queued marker is created,
+     * the record staged in a temp file and fsynced, then linked into place, which only succeeds if
+     * no record of its task exists; then the temp name is removed, the marker created again if a
+     * pass removed it meanwhile, and tasks/ fsynced (shared with concurrent writers).
      * Uninterruptible: an interruption part way would leave a marker a pass must wait out.
      */
     const insertIfAbsent = (record: TaskRecord) =>
@@ -398,10 +385,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           const file = layout.record(record.task_id)
           const temp = path.join(layout.tasks, tempName(host.pid, yield* host.token))
           const mark = createIfAbsent(fs, marker, submitterMarker(host.pid))
-          const [marked, staged] = yield* Effect.all(
-            [Effect.either(mark), Effect.either(stageDurable(fs, temp, encodeRecord(record)))],
-            { concurrency: 2 }
-          )
+          // The marker first, then the record staged: each is a few calls that do not wait for the
+          // disk (nodeFiles.ts), so running them side by side would only cost a fiber each.
+          const marked = yield* Effect.either(mark)
           const markerIsOurs = Either.getOrElse(marked, () => false)
           /** Undo what this submit did before its record was linked, and fail with `error`. */
           const abandon = (error: StorageError) =>
@@ -411,13 +397,18 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
               return yield* error
             })
           if (Either.isLeft(marked)) return yield* abandon(marked.left)
-          if (Either.isLeft(staged)) return yield* abandon(staged.left)
+          yield* stageDurable(fs, temp, encodeRecord(record)).pipe(Effect.catchAll(abandon))
           const linked = yield* linkIfAbsent(fs, temp, file).pipe(Effect.catchAll(abandon))
           if (!linked) {
             yield* fs.remove(temp).pipe(Effect.ignore)
             return yield* settleResubmit(record.task_id, marker, markerIsOurs)
           }
-          yield* settled(syncTasks, Effect.zipRight(fs.remove(temp).pipe(Effect.ignore), mark))
+          // The marker is almost always still there: asked first, so that its creation (and the
+          // error it would meet) is only paid when a pass did remove it.
+          yield* fs.remove(temp).pipe(Effect.ignore)
+          const present = yield* fs.exists(marker).pipe(Effect.mapError(toStorageError("read", marker)))
+          if (!present) yield* mark
+          yield* syncTasks
           return Option.none<TaskRecord>()
         })
       )
