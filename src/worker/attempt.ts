@@ -22,6 +22,7 @@ import { Provider } from "../services/Provider.js"
 import type { ProviderError, ProviderResult } from "../services/Provider.js"
 import type { ClaimedTask, OutcomeError, SettledState } from "../services/TaskStore.js"
 import { TaskStore } from "../services/TaskStore.js"
+import { turnsUntil } from "../platform/eventLoop.js"
 
 export interface AttemptOptions {
   /** Lease length; heartbeats extend it every third of it. */
@@ -34,6 +35,12 @@ export interface AttemptOptions {
 
 export const DefaultCancelPollMillis = 1_000
 
+/**
+ * How many turns of the event loop a provider that may have ended is given before the attempt
+ * decides it had no result: a child's exit, the end of its output and the provider's reading of
+ * it take a few turns, none of them waiting for anything.
+ */
+const ProviderSettleTurns = 8
 /** How an attempt ended, as its worker saw it. */
 export type AttemptEnd =
   | { readonly _tag: "complete" }
@@ -179,7 +186,11 @@ export const runAttempt = (
         )
       )
     )
-    // A result that is already there is recorded even when the lease was lost (as `late`).
+    // A result that is already there is recorded even when the lease was lost (as `late`). "There"
+    // includes a provider that exited while this worker was paused, whose exit and output the
+    // event loop has not delivered yet: the race can end without the loop turning once.
+    if (ended._tag !== "done")
+      yield* turnsUntil(Effect.map(Fiber.poll(running), Option.isSome), ProviderSettleTurns)
     const finished: Either.Either<ProviderResult, ProviderError> | undefined =
       ended._tag === "done"
         ? ended.outcome
