@@ -95,15 +95,18 @@ export const makeSharedSync = (
       }
       return Effect.asVoid(Effect.forkDaemon(drain))
     })
-    return Effect.suspend(() => {
-      if (running) {
-        const batch = next ?? Deferred.unsafeMake<void, StorageError>(FiberId.none)
-        next = batch
-        return Deferred.await(batch)
-      }
-      running = true
-      return Effect.ensuring(sync, handOff)
-    })
+    // Masked, so that no interruption can land between taking the lead and installing its hand-off.
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.suspend(() => {
+        if (running) {
+          const batch = next ?? Deferred.unsafeMake<void, StorageError>(FiberId.none)
+          next = batch
+          return restore(Deferred.await(batch))
+        }
+        running = true
+        return Effect.ensuring(restore(sync), handOff)
+      })
+    )
   })
 
 /**

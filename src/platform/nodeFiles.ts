@@ -6,15 +6,18 @@
  * unlink, fsync twice). Through libuv's thread pool each is a round trip of 50–200 µs on this
  * kind of machine, several times the call itself; measured on 2026-12-03, a submit took 3.4 ms
  * that way against 0.5 ms for the same calls made synchronously (`submit-vs-floor`). So here
- * `open`, `close`, writes to an open file, `writeFile`, `readFile`, `link`, `rename`, `remove`,
- * `stat`, `access` and `readLink` run on the calling thread: each takes microseconds on a local
- * disk, and none waits for the disk (a write lands in the page cache). `fsync` does wait for the
+ * `open`, `close`, writes to an open file, `writeFile`, `readFile` of a small regular file, `link`,
+ * `rename`, `remove`, `stat`, `access`, `exists` and `readLink` run on the calling thread: each
+ * takes microseconds on a local disk and does not wait for the disk (a write lands in the page
+ * cache), except when the kernel makes it (a full journal, dirty-page throttling). So a data root
+ * belongs on a local disk: on NFS or FUSE every call is a round trip, which would block the loop. `fsync` does wait for the
  * disk, for milliseconds on a busy one, so it stays on the thread pool, where it blocks nothing
  * and concurrent writers can share it (`makeSharedSync`). Listing a directory, which can hold
  * 100,000 names, stays there too, as does everything else.
  *
  * Errors are the platform's own `SystemError`s, with the same reasons (NotFound, AlreadyExists…),
- * so that code written against @effect/platform-node's FileSystem behaves the same on this one.
+ * the same path and syscall, so that code written against @effect/platform-node's FileSystem
+ * behaves the same on this one (an argument Node refuses is a SystemError here, not BadArgument).
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import type { PlatformError, SystemErrorReason } from "@effect/platform/Error"
@@ -49,6 +52,9 @@ const systemError = (method: string, pathOrDescriptor: string | number, cause: u
     module: "FileSystem",
     method,
     pathOrDescriptor,
+    ...(cause instanceof Error && "syscall" in cause && typeof cause.syscall === "string"
+      ? { syscall: cause.syscall }
+      : {}),
     description: cause instanceof Error ? cause.message : String(cause),
     cause
   })
@@ -108,7 +114,7 @@ const makeFile = (fd: number, append: boolean): FileSystem.File => {
     })
   const writeAll = (buffer: Uint8Array): Effect.Effect<void, PlatformError> =>
     Effect.flatMap(writeFrom(buffer, "writeAll"), (written) =>
-      written === 0 && buffer.length > 0
+      written === 0
         ? Effect.fail(
             new SystemError({
               module: "FileSystem",
@@ -156,8 +162,45 @@ const makeFile = (fd: number, append: boolean): FileSystem.File => {
   }
 }
 
+/**
+ * Files read on the calling thread are at most this big: records, locks, markers, settings. A
+ * larger file (a memory store of many megabytes, a day of audit entries) is read on the thread
+ * pool, as is anything that is not a regular file (a FIFO given as `--payload-file` would block
+ * the loop until its writer wrote).
+ */
+export const SmallFileBytes = 1 << 20
+
+/** The whole of a small regular file; undefined for anything else (read it on the thread pool). */
+const readSmallFile = (path: string): Uint8Array | undefined => {
+  // Non-blocking, so that opening a FIFO does not wait for its writer.
+  const fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+  try {
+    const stat = fs.fstatSync(fd)
+    if (!stat.isFile() || stat.size > SmallFileBytes) return undefined
+    const bytes = Buffer.allocUnsafe(stat.size)
+    let read = 0
+    while (read < bytes.length) {
+      const got = fs.readSync(fd, bytes, read, bytes.length - read, read)
+      if (got === 0) break
+      read += got
+    }
+    // A file that grew since its size was taken is read again, whole, on the thread pool.
+    if (read === bytes.length && fs.readSync(fd, Buffer.allocUnsafe(1), 0, 1, read) !== 0) return undefined
+    return read === bytes.length ? bytes : bytes.subarray(0, read)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /** RelayKeep's FileSystem (see the module comment), over @effect/platform-node's. */
-export const make = (node: FileSystem.FileSystem): FileSystem.FileSystem =>
+export const make = (node: FileSystem.FileSystem): FileSystem.FileSystem => ({
+  ...makeBase(node),
+  // Asked of a name that is usually absent (a record before its submit), so it must not build an
+  // error to say so, as the derived `exists` (an `access` that fails) would.
+  exists: (path) => now("exists", path, () => fs.statSync(path, { throwIfNoEntry: false }) !== undefined)
+})
+
+const makeBase = (node: FileSystem.FileSystem): FileSystem.FileSystem =>
   FileSystem.make({
     ...node,
     access: (path, options) =>
@@ -168,7 +211,7 @@ export const make = (node: FileSystem.FileSystem): FileSystem.FileSystem =>
             fs.constants.F_OK
         )
       ),
-    link: (from, to) => now("link", to, () => fs.linkSync(from, to)),
+    link: (from, to) => now("link", from, () => fs.linkSync(from, to)),
     open: (path, options) =>
       Effect.map(
         Effect.acquireRelease(
@@ -177,7 +220,11 @@ export const make = (node: FileSystem.FileSystem): FileSystem.FileSystem =>
         ),
         (fd) => makeFile(fd, options?.flag?.startsWith("a") ?? false)
       ),
-    readFile: (path) => now("readFile", path, () => new Uint8Array(fs.readFileSync(path))),
+    readFile: (path) =>
+      Effect.flatMap(
+        now("readFile", path, () => readSmallFile(path)),
+        (bytes) => (bytes === undefined ? node.readFile(path) : Effect.succeed(bytes))
+      ),
     readLink: (path) => now("readLink", path, () => fs.readlinkSync(path)),
     // A file is unlinked (rm would stat it first); anything else goes through rm, as the
     // platform's does, so that a directory gets rm's answer.
@@ -191,7 +238,7 @@ export const make = (node: FileSystem.FileSystem): FileSystem.FileSystem =>
         : now("remove", path, () =>
             fs.rmSync(path, { recursive: options?.recursive ?? false, force: options?.force ?? false })
           ),
-    rename: (from, to) => now("rename", to, () => fs.renameSync(from, to)),
+    rename: (from, to) => now("rename", from, () => fs.renameSync(from, to)),
     stat: (path) => now("stat", path, () => infoOf(fs.statSync(path))),
     writeFile: (path, data, options) =>
       now("writeFile", path, () =>

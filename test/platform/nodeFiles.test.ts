@@ -111,6 +111,18 @@ const transcript = (fs: FileSystem.FileSystem, dir: string) =>
       "fsync a directory",
       Effect.scoped(Effect.flatMap(fs.open(dir, { flag: "r" }), (handle) => handle.sync))
     )
+    // Past the size read on the calling thread: read on the thread pool, whole all the same.
+    const big = new Uint8Array(NodeFiles.SmallFileBytes + 4096).map((_, i) => i % 251)
+    yield* step("writeFile big", fs.writeFile(at("big"), big))
+    yield* step("readFile big", fs.readFile(at("big")), (bytes) =>
+      String(bytes.length === big.length && bytes.every((byte, i) => byte === big[i]))
+    )
+    yield* step(
+      "writeAll of nothing",
+      Effect.scoped(
+        Effect.flatMap(fs.open(at("empty"), { flag: "w" }), (file) => file.writeAll(new Uint8Array(0)))
+      )
+    )
     yield* step("readDirectory", fs.readDirectory(dir), (names) => [...names].sort().join(","))
     return lines
   })

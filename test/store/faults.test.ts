@@ -90,11 +90,13 @@ describe("file store under injected faults", () => {
   for (const c of cases) {
     describe(c.name, () => {
       it.scoped(
-        "is durable: two fsyncs and one rename (a link for a new record) per write, no fault-free violation",
+        "is durable: two fsyncs (a claim: its record's only) and one rename (a link for a new record) per write, no fault-free violation",
         () =>
           Effect.gen(function* () {
             const counts = yield* countCalls(c)
-            assert.strictEqual(counts.sync, 2)
+            // A claim may be lost to a machine crash (the reboot reaps every lease of the old boot
+            // anyway), so only its record's data is fsynced, not the directory's rename.
+            assert.strictEqual(counts.sync, c.name === "claim" ? 1 : 2)
             // A submit links its record into place and takes no lock, so that link is its only one.
             if (c.name === "submit") assert.deepStrictEqual([counts.rename, counts.link], [0, 1])
             else assert.strictEqual(counts.rename, 1)

@@ -143,6 +143,27 @@ describe("file store submit without a lock", () => {
       })
   )
 
+  it.scoped("a resubmit answers only after an fsync of tasks/ that began once it saw the record", () =>
+    Effect.gen(function* () {
+      const root = yield* tempDir
+      const first = yield* (yield* fileStoreAt(root)).submit({ clientRequestId: id("retried"), payload: {} })
+      // The submit that linked the record may still be waiting for its directory fsync: the
+      // resubmit (another process, say) must not acknowledge the record before one has run.
+      const { store, plan } = yield* faultyFileStoreAt(root, { pid: 4343 })
+      yield* plan.arm({ _tag: "None" })
+      const fsync = yield* plan.holdAt("sync", 1)
+      const resubmitting = yield* Effect.fork(store.submit({ clientRequestId: id("retried"), payload: {} }))
+      yield* Deferred.await(fsync.reached)
+      assert.strictEqual((yield* plan.journal).at(-1)?.path, join(root, "tasks"))
+      assert.isNull(resubmitting.unsafePoll(), "no answer before the fsync")
+      yield* Deferred.succeed(fsync.release, undefined)
+      assert.deepStrictEqual(yield* Fiber.join(resubmitting), first)
+      const counts = yield* plan.counts
+      // A look, the task's lock (its file and its release guard are the two links), one fsync.
+      assert.deepStrictEqual([counts.sync, counts.link], [1, 2])
+    })
+  )
+
   it.scoped("a resubmit later on leaves no marker of its own, and restores a queued record's lost one", () =>
     Effect.gen(function* () {
       const root = yield* tempDir

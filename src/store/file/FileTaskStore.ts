@@ -138,7 +138,12 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         Option.isSome(record) ? Effect.succeed(record.value) : Effect.fail(new UnknownTask({ taskId }))
       )
 
-    const save = (record: TaskRecord) =>
+    /**
+     * Write a record: its data always fsynced before the rename, so that no crash can leave it
+     * torn; the directory fsynced too unless `rename` says the rename may be lost to a machine
+     * crash (a claim or a heartbeat: see `renameMayBeLost`).
+     */
+    const save = (record: TaskRecord, rename: "durable" | "may be lost" = "durable") =>
       Effect.flatMap(host.token, (token) =>
         writeDurable(
           fs,
@@ -146,9 +151,33 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           layout.record(record.task_id),
           tempName(host.pid, token),
           encodeRecord(record),
-          syncTasks
+          rename === "durable" ? syncTasks : Effect.void
         )
       )
+
+    /**
+     * Whether a change may be lost to a machine crash, its record left as it was before: a claim
+     * (queued → running) or a heartbeat (the same attempt, running on). After a reboot every
+     * lease of the old boot is dead (its boot id), so the task is queued again or reaped either
+     * way; nothing acknowledged rests on these writes. Every other change (an outcome, a cancel,
+     * a requeue, a reap, a release, a submit) is durable before it returns.
+     */
+    const renameMayBeLost = (before: TaskRecord, after: TaskRecord) =>
+      after.state === "running" &&
+      (before.state === "queued" || (before.state === "running" && before.attempt === after.attempt))
+
+    /**
+     * Move a record's marker as a change of state moves it: the new one first (so a live record is
+     * never without one), then the old one. Only the markers the two states name are touched, so
+     * that the common path meets no missing file; `alignMarkers` repairs the rest.
+     */
+    const moveMarkers = (before: TaskRecord, after: TaskRecord) =>
+      Effect.gen(function* () {
+        const from = markerOf(before)
+        const to = markerOf(after)
+        if (to !== undefined && to !== from) yield* touch(fs, to)
+        if (from !== undefined && from !== to) yield* removeIfExists(fs, from)
+      })
 
     /**
      * Make the markers of one record agree with its state. Called after each write, and by a
@@ -173,10 +202,10 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         const now = yield* Clock.currentTimeMillis
         const [next, answer] = yield* step(record, now)
         if (next) {
-          yield* save(next)
-          // The write is durable: the outcome stands. Markers are hints a pass repairs, so a
+          yield* save(next, renameMayBeLost(record, next) ? "may be lost" : "durable")
+          // The write is done: the outcome stands. Markers are hints a pass repairs, so a
           // failure to move one is logged rather than reported as a failed operation.
-          yield* alignMarkers(next).pipe(
+          yield* moveMarkers(record, next).pipe(
             Effect.catchAll((error) => Effect.logWarning(`index marker not updated: ${error.message}`))
           )
         }
@@ -233,9 +262,13 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         if (loaded === null) {
           if (!evenAtWork && (yield* submitAtWork(marker))) return "at work" as const
           yield* removeIfExists(fs, marker)
-          const again = yield* loadOrDamaged(taskId)
+          // Until the second read has spoken, the marker may be a linked record's: put it back if
+          // anything fails, and keep it for a record that is damaged, as every marker of one is kept.
+          const putBack = touch(fs, marker).pipe(Effect.ignore)
+          const again = yield* loadOrDamaged(taskId).pipe(Effect.tapError(() => putBack))
+          if (again === "damaged") yield* putBack
           if (again === null || again === "damaged") return Option.none<TaskRecord>()
-          yield* alignMarkers(again)
+          yield* alignMarkers(again).pipe(Effect.tapError(() => putBack))
           return Option.some(again)
         }
         yield* alignMarkers(loaded)
@@ -343,8 +376,12 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         taskId,
         Effect.gen(function* () {
           const existing = yield* Effect.either(loadExisting(taskId))
-          const own = Either.isRight(existing) && markerOf(existing.right) === marker
-          if (markerIsOurs && !own) yield* removeIfExists(fs, marker)
+          // Dropped only once the read has shown the marker is not the record's own; a read that
+          // failed shows nothing, and the marker stays for a pass to judge.
+          const notOwn = Either.isRight(existing)
+            ? markerOf(existing.right) !== marker
+            : existing.left._tag === "InvalidRecord"
+          if (markerIsOurs && notOwn) yield* removeIfExists(fs, marker)
           if (Either.isLeft(existing)) {
             // The link said the record is there: only a damaged record can fail to load.
             return yield* existing.left._tag === "UnknownTask"
@@ -383,6 +420,16 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           yield* openRoot
           const marker = layout.queuedMarker(record)
           const file = layout.record(record.task_id)
+          /**
+           * The stored record answers a resubmit, once its own link is known durable: the submit
+           * that linked it may still be waiting for its directory fsync, so this one waits for one
+           * that began after it saw the record (shared with every other writer of the process).
+           */
+          const answerResubmit = (markerIsOurs: boolean) =>
+            Effect.tap(settleResubmit(record.task_id, marker, markerIsOurs), () => syncTasks)
+          // A resubmit (a client's retry) costs a look, not a marker and a staged record.
+          if (yield* fs.exists(file).pipe(Effect.mapError(toStorageError("read", file))))
+            return yield* answerResubmit(false)
           const temp = path.join(layout.tasks, tempName(host.pid, yield* host.token))
           const mark = createIfAbsent(fs, marker, submitterMarker(host.pid))
           // The marker first, then the record staged: each is a few calls that do not wait for the
@@ -401,7 +448,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           const linked = yield* linkIfAbsent(fs, temp, file).pipe(Effect.catchAll(abandon))
           if (!linked) {
             yield* fs.remove(temp).pipe(Effect.ignore)
-            return yield* settleResubmit(record.task_id, marker, markerIsOurs)
+            return yield* answerResubmit(markerIsOurs)
           }
           // The marker is almost always still there: asked first, so that its creation (and the
           // error it would meet) is only paid when a pass did remove it.
