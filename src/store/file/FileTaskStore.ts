@@ -157,9 +157,10 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /**
      * Whether a change may be lost to a machine crash, its record left as it was before: a claim
-     * (queued → running) or a heartbeat (the same attempt, running on). After a reboot every
-     * lease of the old boot is dead (its boot id), so the task is queued again or reaped either
-     * way; nothing acknowledged rests on these writes. Every other change (an outcome, a cancel,
+     * (queued → running), a heartbeat (the same attempt, running on), or a late outcome kept on a
+     * record that runs on under another attempt. After a reboot every lease of the old boot is
+     * dead (its boot id), so the task is queued again or reaped either way; nothing acknowledged
+     * rests on these writes (a late outcome is kept for the record, never as the result). Every other change (an outcome, a cancel,
      * a requeue, a reap, a release, a submit) is durable before it returns.
      */
     const renameMayBeLost = (before: TaskRecord, after: TaskRecord) =>
@@ -251,9 +252,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      *
      * Submits take no lock (docs/file-store.md), so a marker without a record is removed by
      * the one protocol that cannot lose a submit's marker: remove, then read the record again
-     * and restore its marker if it is there now. A submit creates its marker once more after it
-     * links its record; so either that second creation comes after this removal, or the link
-     * came before this second read.
+     * and restore its marker if it is there now. A submit looks for its marker again after it
+     * links its record, and creates it if it is gone; so either that look comes after this
+     * removal, or the link came before this second read.
      */
     const repairBody = (taskId: TaskId, marker: string, evenAtWork = false) =>
       Effect.gen(function* () {
