@@ -184,8 +184,7 @@ const readSmallFile = (path: string): Uint8Array | undefined => {
       if (got === 0) break
       read += got
     }
-    // A file that grew since its size was taken is read again, whole, on the thread pool.
-    if (read === bytes.length && fs.readSync(fd, Buffer.allocUnsafe(1), 0, 1, read) !== 0) return undefined
+    // As Node's own readFile: the size the file had when it was opened.
     return read === bytes.length ? bytes : bytes.subarray(0, read)
   } finally {
     fs.closeSync(fd)

@@ -19,6 +19,7 @@ import type { TaskId } from "../../domain/ids.js"
 import { isTaskId } from "../../domain/ids.js"
 import type { TaskRecord } from "../../domain/Task.js"
 import { timeMillis } from "../../domain/Task.js"
+import { fromUtf8, utf8 } from "../../platform/durable.js"
 
 export interface Layout {
   readonly root: string
@@ -80,11 +81,11 @@ export const timeOfQueuedMarker = (name: string): number => Number(name.slice(0,
  * that a pass meeting the marker without a record can tell a submit at work (its record about to
  * be linked) from a dead one's leftover. A line, so that a torn write is not read as a pid.
  */
-export const submitterMarker = (pid: number): Uint8Array => new TextEncoder().encode(`${pid}\n`)
+export const submitterMarker = (pid: number): Uint8Array => utf8(`${pid}\n`)
 
 /** The pid a submit wrote into its marker, or undefined (another marker, or a torn write). */
 export const submitterOfMarker = (bytes: Uint8Array): number | undefined => {
-  const match = /^([1-9][0-9]{0,9})\n$/.exec(new TextDecoder().decode(bytes))
+  const match = /^([1-9][0-9]{0,9})\n$/.exec(fromUtf8(bytes))
   return match?.[1] === undefined ? undefined : Number(match[1])
 }
 
