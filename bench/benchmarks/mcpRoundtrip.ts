@@ -6,9 +6,10 @@
  *
  * Three more series split the gap, each measured in this process: the file store's own submit
  * + read (`store`), against the floor's durable write + read of the same bytes (`floor`), and
- * the two audit entries a round trip writes (`audit`: `AuditLog.append` twice, lock and fsync
- * included). What the store costs over the floor is the store's share of the gap, the audit
- * its share; the rest is the server's (pipeline, encoding, stdio, the Effect runtime).
+ * the two audit entries a round trip writes (`audit`: `AuditLog.append` twice, lock, write and
+ * fsync included, the read's answered once written as the pipeline does). What the store costs
+ * over the floor is the store's share of the gap, the audit its share; the rest is the
+ * server's (pipeline, encoding, stdio, the Effect runtime).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
@@ -129,7 +130,8 @@ export const mcpRoundtrip: Benchmark = {
   baseline:
     "a bare MCP SDK server (McpServer, StdioServerTransport, zod arguments) whose submit writes a record of the same size with write, fsync, rename and a directory fsync, and whose read reads it back; same client, same transport",
   unit: "ms per round trip",
-  target: { kind: "at-most", subject: "relaykeep", baseline: "bare", max: 1.3 },
+  // The issue asks for at most 1.5× (and aims at 1.3×).
+  target: { kind: "at-most", subject: "relaykeep", baseline: "bare", max: 1.5 },
   setup: async ({ dir }) => {
     const root = path.join(dir, "root")
     const bareDir = path.join(dir, "bare")
@@ -210,11 +212,13 @@ export const mcpRoundtrip: Benchmark = {
         }
         const floorMs = perRoundTrip(start)
 
-        // The audit entries of a round trip: one for the submit, one for the read.
+        // The audit entries of a round trip, as the pipeline appends them: the submit's fsynced,
+        // the read's (a read-only call that succeeded) only written before its answer.
         start = now()
-        for (const id of ids)
-          for (const tool of ["submit", "read"])
-            await runtime.runPromise(audit.append(auditEntryOf(tool, id)))
+        for (const id of ids) {
+          await runtime.runPromise(audit.append(auditEntryOf("submit", id)))
+          await runtime.runPromise(audit.append(auditEntryOf("read", id), { durability: "written" }))
+        }
         const auditMs = perRoundTrip(start)
 
         gaps.push({ server: relaykeepMs - bareMs, store: storeMs - floorMs, audit: auditMs })
@@ -229,7 +233,7 @@ export const mcpRoundtrip: Benchmark = {
         return {
           round_trips_per_run: RoundTrips,
           record_bytes: recordBytes,
-          // Each relaykeep call is audited (an fsynced line) before its answer goes back.
+          // Each relaykeep call is audited before its answer goes back (SECURITY.md: the audit log).
           audit_entries: auditLines(auditDir),
           gap_ms: Math.round(gap * 1000) / 1000,
           store_share_of_gap: `${share(storeGap)}: store − floor, in process (rough on a busy machine)`,

@@ -10,11 +10,13 @@ import { keptByRule, selectEntries } from "../domain/audit.js"
 import type { StorageError } from "../domain/errors.js"
 import { tempName } from "../platform/durable.js"
 import { checkRoot } from "../platform/trust.js"
+import type { AppendOptions } from "../services/AuditLog.js"
 import { AuditLog } from "../services/AuditLog.js"
 import { Host } from "../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../services/Lock.js"
 import { fileLockLayer } from "../store/file/FileLock.js"
-import { appendEntry, readEntries, rewriteEntries } from "./auditFiles.js"
+import { makeAuditAppender } from "./auditAppender.js"
+import { dayFileOf, entryLine, readEntries, rewriteEntries } from "./auditFiles.js"
 import { redact, redactMessage } from "../domain/redact.js"
 
 /**
@@ -28,13 +30,15 @@ const redactEntry = (entry: AuditEntry): AuditEntry => ({
 })
 
 /**
- * The file layer: one JSON object per line in `<dir>/<YYYY-MM-DD>.jsonl`, fsynced before the
- * call's answer goes back. Appends and prunes hold the `audit` lock under `<dir>/locks`.
+ * The file layer: one JSON object per line in `<dir>/<YYYY-MM-DD>.jsonl`, written by one
+ * appender per layer that shares a write and an fsync among concurrent appends (see
+ * src/mcp/auditAppender.ts). Appends and prunes hold the `audit` lock under `<dir>/locks`.
+ * Closing the layer waits for the appends in flight.
  */
 export const auditLogLayer = (
   dir: string
 ): Layer.Layer<AuditLog, StorageError, FileSystem.FileSystem | Path.Path | Host> =>
-  Layer.effect(
+  Layer.scoped(
     AuditLog,
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem
@@ -51,9 +55,11 @@ export const auditLogLayer = (
       }
       const locked = <A>(body: Effect.Effect<A, StorageError>) =>
         lockTimeoutAsStorageError(lock.withLock("audit", body))
+      const appender = yield* makeAuditAppender({ fs, path, dir, locked })
       return AuditLog.of({
-        append: Effect.fn("AuditLog.append")(function* (entry: AuditEntry) {
-          yield* locked(appendEntry(files, redactEntry(entry)))
+        append: Effect.fn("AuditLog.append")(function* (entry: AuditEntry, options?: AppendOptions) {
+          const redacted = redactEntry(entry)
+          yield* appender.append(dayFileOf(redacted), entryLine(redacted), options?.durability ?? "synced")
         }),
         list: Effect.fn("AuditLog.list")(function* (filter: AuditFilter) {
           return selectEntries(yield* readEntries(files), filter)

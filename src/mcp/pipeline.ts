@@ -1,11 +1,13 @@
 /**
  * Every tool call goes through one pipeline: check the arguments' depth → decode them → ask the confirm policy
- * (destructive tools only; no policy means no) → run with the tool's timeout → audit.
+ * (destructive tools only; no policy means no) → run with the tool's timeout → audit (fsynced,
+ * or only written for a read-only call that succeeded).
  * It never throws: every outcome, including a defect in a handler, becomes a result.
  */
 import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
 import { isoTime } from "../domain/Task.js"
 import type { AuditStatus } from "../domain/audit.js"
+import type { AuditDurability } from "../services/AuditLog.js"
 import { AuditLog } from "../services/AuditLog.js"
 import { ConfirmPolicy } from "../services/ConfirmPolicy.js"
 import type { ConfirmRequest, Decision } from "../services/ConfirmPolicy.js"
@@ -77,24 +79,34 @@ export const callTool = <R>(
     const started = yield* Clock.currentTimeMillis
     // Bounded and redacted before anything else looks at them; deep arguments are not recursed into.
     const audited = auditedArguments(args ?? {})
-    const record = (status: AuditStatus, error: ToolFailure | undefined) =>
+    const record = (status: AuditStatus, error: ToolFailure | undefined, durability: AuditDurability) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        audit.append({
-          time: isoTime(started),
-          server: context.server,
-          tool: name,
-          status,
-          duration_ms: now - started,
-          ...auditedFields(audited),
-          error: error ? { tag: error._tag, message: redactMessage(error.message) } : null
-        })
+        audit.append(
+          {
+            time: isoTime(started),
+            server: context.server,
+            tool: name,
+            status,
+            duration_ms: now - started,
+            ...auditedFields(audited),
+            error: error ? { tag: error._tag, message: redactMessage(error.message) } : null
+          },
+          { durability }
+        )
       )
     /**
-     * The answer goes back only once the call is audited. If the entry cannot be written, the
-     * client is told so, rather than getting an answer that left no trace.
+     * The answer goes back only once the call is audited: its entry fsynced, or, for a read-only
+     * call that succeeded, written (its fsync follows at once; SECURITY.md states the rule). If
+     * the entry cannot be written, the client is told so, rather than getting an answer that
+     * left no trace.
      */
-    const answer = (status: AuditStatus, error: ToolFailure | undefined, result: ToolResult) =>
-      record(status, error).pipe(
+    const answer = (
+      status: AuditStatus,
+      error: ToolFailure | undefined,
+      result: ToolResult,
+      durability: AuditDurability = "synced"
+    ) =>
+      record(status, error, durability).pipe(
         Effect.as(result),
         Effect.catchAll((failure) =>
           Effect.as(
@@ -144,7 +156,13 @@ export const callTool = <R>(
             onTimeout: () => new ToolTimeout({ tool: name, millis: Duration.toMillis(timeout) })
           })
     const exit = yield* Effect.exit(bounded)
-    if (Exit.isSuccess(exit)) return yield* answer("ok", undefined, okResult(exit.value))
+    if (Exit.isSuccess(exit))
+      return yield* answer(
+        "ok",
+        undefined,
+        okResult(exit.value),
+        tool.tier === "read_only" ? "written" : "synced"
+      )
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) {
       const status: AuditStatus =

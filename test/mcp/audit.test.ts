@@ -10,7 +10,8 @@ import { isoTime } from "../../src/domain/Task.js"
 import type { AuditEntry, AuditStatus } from "../../src/domain/audit.js"
 import { AuditLog } from "../../src/services/AuditLog.js"
 import { auditLogLayer } from "../../src/mcp/auditLayer.js"
-import { appendEntry } from "../../src/mcp/auditFiles.js"
+import { makeAuditAppender } from "../../src/mcp/auditAppender.js"
+import { dayFileOf, entryLine } from "../../src/mcp/auditFiles.js"
 import { Host } from "../../src/services/Host.js"
 import { buildService, tempDir } from "../support/stores.js"
 
@@ -211,7 +212,8 @@ describe("auditLogLayer (files)", () => {
       const path = yield* Path.Path
       const dir = path.join(yield* tempDir, "nested", "audit")
       const entry = entryAt(Day1, "t", "ok", 1)
-      yield* appendEntry({ fs, path, dir, tempName: Effect.succeed("unused") }, entry)
+      const appender = yield* makeAuditAppender({ fs, path, dir, locked: (body) => body })
+      yield* appender.append(dayFileOf(entry), entryLine(entry), "synced")
       assert.strictEqual((yield* fs.stat(dir)).mode & 0o777, 0o700)
       const file = path.join(dir, "2025-06-01.jsonl")
       assert.strictEqual((yield* fs.stat(file)).mode & 0o777, 0o600)

@@ -221,4 +221,38 @@ describe("audit", () => {
       )
     }).pipe(Effect.provide(auditLogMemoryLayer))
   )
+
+  it.effect("only a read-only call that succeeded is answered before its entry's fsync", () =>
+    Effect.gen(function* () {
+      const { tools } = yield* makeExampleTools
+      const asked = yield* Ref.make<ReadonlyArray<readonly [string, string, string]>>([])
+      const spy = AuditLog.of({
+        append: (entry, options) =>
+          Ref.update(asked, (all): ReadonlyArray<readonly [string, string, string]> => [
+            ...all,
+            [entry.tool, entry.status, options?.durability ?? "synced"]
+          ]),
+        list: () => Effect.succeed([]),
+        prune: () => Effect.succeed({ removed: 0, kept: 0 })
+      })
+      const calls: ReadonlyArray<readonly [string, unknown]> = [
+        ["look", { text: "x" }],
+        ["look", {}],
+        ["save", { value: 1 }],
+        ["wipe", { target: "a" }],
+        ["fail", { detail: "d" }],
+        ["ghost", {}]
+      ]
+      for (const [name, args] of calls)
+        yield* callTool(tools, name, args, inProcessContext("s")).pipe(Effect.provideService(AuditLog, spy))
+      assert.deepStrictEqual(yield* Ref.get(asked), [
+        ["look", "ok", "written"],
+        ["look", "invalid", "synced"],
+        ["save", "ok", "synced"],
+        ["wipe", "denied", "synced"],
+        ["fail", "error", "synced"],
+        ["ghost", "invalid", "synced"]
+      ])
+    })
+  )
 })
