@@ -54,15 +54,26 @@ const cacheDirectory = (): string | undefined => {
   }
 }
 
+/** The part of a cache file's name that says which build of the bundle, and which Node, wrote it. */
+const CacheName = /^[a-z][a-z-]{0,31}-([0-9a-f]{16})-([0-9a-f]{16})\.v8$/
+
+/** The Node versions whose caches are kept beside each other (a shell's Node and a client's). */
+const KeptRuntimes = 3
+
+const hash16 = (parts: ReadonlyArray<string | number>) =>
+  createHash("sha256").update(parts.join(":")).digest("hex").slice(0, 16)
+
 /**
- * One cache file per bundle build, Node version and command: each command compiles different
- * parts of the bundle, and V8 keeps what the run that wrote the cache compiled.
+ * One cache file per bundle build, Node version and command (`<command>-<build>-<node>.v8`):
+ * each command compiles different parts of the bundle, V8 keeps what the run that wrote the
+ * cache compiled, and V8 rejects a cache another Node version wrote.
  */
 const cacheFile = (dir: string, argv: ReadonlyArray<string>): string => {
   const bundle = statSync(Bundle)
-  const key = [Version, bundle.size, bundle.mtimeMs, process.version, process.arch].join(":")
+  const build = hash16([Version, bundle.size, bundle.mtimeMs])
+  const runtime = hash16([process.version, process.arch])
   const command = /^[a-z][a-z-]{0,31}$/.test(argv[2] ?? "") ? argv[2] : "none"
-  return path.join(dir, `${command}-${createHash("sha256").update(key).digest("hex").slice(0, 16)}.v8`)
+  return path.join(dir, `${command}-${build}-${runtime}.v8`)
 }
 
 const readCache = (file: string | undefined): Buffer | undefined => {
@@ -75,18 +86,62 @@ const readCache = (file: string | undefined): Buffer | undefined => {
 }
 
 /**
- * Written whole (temp file, then rename), so that a reader never sees half of it. The caches of
- * other builds (an upgrade, a rebuild) are removed, so that they do not pile up.
+ * The caches to remove once `file` is written: those of other builds (an upgrade, a rebuild)
+ * and of any name this launcher does not write, so that they do not pile up; of this build's,
+ * those of all but the Node versions that wrote last, so that a user whose shell and MCP
+ * client run different Node versions keeps a cache for each instead of each run evicting the
+ * other's.
  */
+export const staleCaches = (
+  file: string,
+  present: ReadonlyArray<{ readonly name: string; readonly mtimeMs: number }>
+): ReadonlyArray<string> => {
+  const own = CacheName.exec(path.basename(file))
+  if (own === null) return []
+  const newest = new Map<string, number>()
+  const stale: Array<string> = []
+  for (const { name, mtimeMs } of present) {
+    if (!name.endsWith(".v8")) continue
+    const parsed = CacheName.exec(name)
+    if (parsed === null || parsed[1] !== own[1]) stale.push(name)
+    else if (parsed[2] !== undefined) newest.set(parsed[2], Math.max(newest.get(parsed[2]) ?? 0, mtimeMs))
+  }
+  // The runtime that just wrote counts as the newest, whatever the clock says.
+  if (own[2] !== undefined) newest.set(own[2], Number.POSITIVE_INFINITY)
+  const kept = new Set(
+    [...newest]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, KeptRuntimes)
+      .map(([runtime]) => runtime)
+  )
+  for (const { name } of present) {
+    const parsed = CacheName.exec(name)
+    if (parsed !== null && parsed[1] === own[1] && parsed[2] !== undefined && !kept.has(parsed[2]))
+      stale.push(name)
+  }
+  return stale
+}
+
+/** Written whole (temp file, then rename), so that a reader never sees half of it. */
 const writeCache = (file: string, data: Buffer) => {
   const temp = `${file}.${process.pid}.tmp`
   try {
     writeFileSync(temp, data, { mode: 0o600 })
     renameSync(temp, file)
-    const build = file.slice(file.lastIndexOf("-"))
     const dir = path.dirname(file)
-    for (const name of readdirSync(dir)) {
-      if (name.endsWith(".v8") && !name.endsWith(build)) unlinkSync(path.join(dir, name))
+    const present = readdirSync(dir).flatMap((name) => {
+      try {
+        return [{ name, mtimeMs: statSync(path.join(dir, name)).mtimeMs }]
+      } catch {
+        return []
+      }
+    })
+    for (const name of staleCaches(file, present)) {
+      try {
+        unlinkSync(path.join(dir, name))
+      } catch {
+        // Another run removed it first.
+      }
     }
   } catch {
     // A full disk, a read-only home, a file another run removed first: only speed is lost.

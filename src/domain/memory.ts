@@ -26,8 +26,18 @@ export const QueryLimits = { queryChars: 1000, terms: 32, termChars: 200 } as co
 /** How long the memory server lets one search run, by default, before it answers `ToolTimeout`. */
 export const DefaultSearchTimeoutSeconds = 10
 
-/** `1,048,576`: limits in messages are written out in full. */
-export const countText = (count: number): string => count.toLocaleString("en")
+/**
+ * `1,048,576`: limits in messages are written out in full. By hand rather than with
+ * `toLocaleString`, whose first call loads the locale data (12 ms of every command's start,
+ * since messages built at load time call it).
+ */
+export const countText = (count: number): string => {
+  if (!Number.isSafeInteger(count)) return String(count)
+  const digits = String(Math.abs(count))
+  const groups: Array<string> = []
+  for (let end = digits.length; end > 0; end -= 3) groups.unshift(digits.slice(Math.max(0, end - 3), end))
+  return `${count < 0 ? "-" : ""}${groups.join(",")}`
+}
 
 /** The length of `text` in UTF-8 bytes (a lone surrogate counts as the three bytes of U+FFFD). */
 export const utf8Length = (text: string): number => {

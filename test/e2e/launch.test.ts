@@ -95,4 +95,21 @@ describe("the compile cache", () => {
     assert.notInclude(cacheFiles(cacheHome), "read-0123456789abcdef.v8")
     assert.strictEqual(cacheFiles(cacheHome).length, 2)
   })
+
+  it("keeps the caches another Node version wrote for the same build", async () => {
+    const cacheHome = tempDir()
+    const { env, readArgs } = await withTask(cacheHome)
+    assert.strictEqual((await run(relaykeepBin, readArgs, { env })).code, 0)
+    const dir = path.join(cacheHome, "relaykeep", "compile")
+    const readCache = cacheFiles(cacheHome).find((name) => name.startsWith("read-")) ?? ""
+    const build = /^read-([0-9a-f]{16})-[0-9a-f]{16}\.v8$/.exec(readCache)?.[1]
+    assert.isDefined(build, readCache)
+    // As another Node would have written it: same build, another runtime.
+    const otherNode = `read-${build}-ffffffffffffffff.v8`
+    fs.writeFileSync(path.join(dir, otherNode), "another Node's cache", { mode: 0o600 })
+    // This Node's cache is written again (it was removed), which is when others are dropped.
+    fs.unlinkSync(path.join(dir, readCache))
+    assert.strictEqual((await run(relaykeepBin, readArgs, { env })).code, 0)
+    assert.includeMembers(cacheFiles(cacheHome), [readCache, otherNode])
+  })
 })
