@@ -98,27 +98,27 @@ export const staleCaches = (
 ): ReadonlyArray<string> => {
   const own = CacheName.exec(path.basename(file))
   if (own === null) return []
-  const newest = new Map<string, number>()
   const stale: Array<string> = []
+  const ofThisBuild: Array<{ readonly name: string; readonly runtime: string }> = []
+  /** The latest write of each Node version's caches; the runtime that just wrote is the newest. */
+  const newest = new Map<string, number>([[own[2] ?? "", Number.POSITIVE_INFINITY]])
   for (const { name, mtimeMs } of present) {
     if (!name.endsWith(".v8")) continue
     const parsed = CacheName.exec(name)
-    if (parsed === null || parsed[1] !== own[1]) stale.push(name)
-    else if (parsed[2] !== undefined) newest.set(parsed[2], Math.max(newest.get(parsed[2]) ?? 0, mtimeMs))
+    const runtime = parsed?.[2]
+    if (parsed === null || parsed[1] !== own[1] || runtime === undefined) stale.push(name)
+    else {
+      ofThisBuild.push({ name, runtime })
+      newest.set(runtime, Math.max(newest.get(runtime) ?? 0, mtimeMs))
+    }
   }
-  // The runtime that just wrote counts as the newest, whatever the clock says.
-  if (own[2] !== undefined) newest.set(own[2], Number.POSITIVE_INFINITY)
   const kept = new Set(
     [...newest]
       .sort((a, b) => b[1] - a[1])
       .slice(0, KeptRuntimes)
       .map(([runtime]) => runtime)
   )
-  for (const { name } of present) {
-    const parsed = CacheName.exec(name)
-    if (parsed !== null && parsed[1] === own[1] && parsed[2] !== undefined && !kept.has(parsed[2]))
-      stale.push(name)
-  }
+  for (const { name, runtime } of ofThisBuild) if (!kept.has(runtime)) stale.push(name)
   return stale
 }
 

@@ -170,7 +170,11 @@ export const makeAuditAppender = (options: {
     const runBatch = (batch: ReadonlyArray<Pending>) =>
       Effect.gen(function* () {
         const byDay = new Map<string, Array<Pending>>()
-        for (const entry of batch) byDay.set(entry.day, [...(byDay.get(entry.day) ?? []), entry])
+        for (const entry of batch) {
+          const entries = byDay.get(entry.day)
+          if (entries === undefined) byDay.set(entry.day, [entry])
+          else entries.push(entry)
+        }
         const written = yield* Effect.exit(
           locked(
             Effect.forEach(byDay, ([name, entries]) =>
