@@ -170,6 +170,21 @@ const makeFile = (fd: number, append: boolean): FileSystem.File => {
  */
 export const SmallFileBytes = 1 << 20
 
+/** Everything left to read from `fd`, for a file whose size says nothing of its content. */
+const readToEnd = (fd: number): Uint8Array | undefined => {
+  const chunks: Array<Buffer> = []
+  let total = 0
+  for (;;) {
+    const chunk = Buffer.allocUnsafe(4096)
+    const got = fs.readSync(fd, chunk, 0, chunk.length, null)
+    if (got === 0) return Buffer.concat(chunks, total)
+    chunks.push(chunk.subarray(0, got))
+    total += got
+    // Past the small-file bound it is no small file: the thread pool reads it.
+    if (total > SmallFileBytes) return undefined
+  }
+}
+
 /** The whole of a small regular file; undefined for anything else (read it on the thread pool). */
 const readSmallFile = (path: string): Uint8Array | undefined => {
   // Non-blocking, so that opening a FIFO does not wait for its writer.
@@ -177,6 +192,9 @@ const readSmallFile = (path: string): Uint8Array | undefined => {
   try {
     const stat = fs.fstatSync(fd)
     if (!stat.isFile() || stat.size > SmallFileBytes) return undefined
+    // A file of the kernel's (/proc, /sys) says it is empty and holds what it makes as it is read:
+    // read it to its end, as Node's readFile does. (Reading it as empty once lost the boot id.)
+    if (stat.size === 0) return readToEnd(fd)
     const bytes = Buffer.allocUnsafe(stat.size)
     let read = 0
     while (read < bytes.length) {

@@ -124,6 +124,11 @@ const transcript = (fs: FileSystem.FileSystem, dir: string) =>
       )
     )
     yield* step("readDirectory", fs.readDirectory(dir), (names) => [...names].sort().join(","))
+    // A kernel file says it is empty and is not: its content is read all the same (the boot id).
+    yield* step("readFile of /proc", fs.readFile("/proc/sys/kernel/random/boot_id"), (bytes) =>
+      String(/^[0-9a-f-]{36}\n$/.test(decoded(bytes)))
+    )
+    yield* step("readFile empty", fs.readFile(at("empty")), (bytes) => String(bytes.length))
     return lines
   })
 
@@ -149,6 +154,7 @@ describe("RelayKeep's FileSystem", () => {
           reason
         )
       assert.include(expected, "after append: 0123abcd")
+      assert.include(expected, "readFile of /proc: true")
     })
   )
 })
