@@ -52,7 +52,8 @@ const writeNew = (
   Effect.scoped(
     Effect.gen(function* () {
       const handle = yield* fs.open(path, { flag: "wx", mode: FileMode })
-      yield* handle.writeAll(bytes)
+      // An empty file is complete once created (a write of nothing reports zero bytes written).
+      if (bytes.length > 0) yield* handle.writeAll(bytes)
       if (sync) yield* handle.sync
     })
   )

@@ -3,12 +3,12 @@ import { Effect, Either, Option, Random, Ref } from "effect"
 import { decodeCursor, encodeCursor } from "../domain/submission.js"
 import type { TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
-import type { Lease, TaskError, TaskRecord, TaskState } from "../domain/Task.js"
+import type { Lease, TaskError, TaskRecord, TaskState, TaskSummary } from "../domain/Task.js"
 import { submissionOrder, toSummary } from "../domain/Task.js"
 import type { Claimant } from "../domain/transitions.js"
 import * as Transitions from "../domain/transitions.js"
 import type { InvalidInput, StaleAttempt } from "../domain/errors.js"
-import { providerOfPayload } from "../domain/provider.js"
+import { EchoProviderName, providerOfPayload } from "../domain/provider.js"
 import type { Host } from "../services/Host.js"
 import type {
   ClaimedTask,
@@ -27,17 +27,36 @@ export const MaxListLimit = 500
 /** Newest first: the reverse of submission order. */
 export const newestFirst = (a: TaskRecord, b: TaskRecord): number => submissionOrder(b, a)
 
-/** Whether a record passes a list request's filters (state, provider, search); not the cursor. */
-export const listFilter = (request: ListRequest) => {
+/** Whether a listed task passes a list request's filters (state, provider, search); not the cursor. */
+const listMatcher = (request: ListRequest) => {
   const search =
     request.search === undefined || request.search === "" ? undefined : request.search.toLowerCase()
-  return (record: TaskRecord): boolean =>
-    (request.state === undefined || record.state === request.state) &&
-    (request.provider === undefined || providerOfPayload(record.payload) === request.provider) &&
+  return (
+    task: { readonly state: TaskState; readonly client_request_id: string; readonly task_id: string },
+    provider: string
+  ): boolean =>
+    (request.state === undefined || task.state === request.state) &&
+    (request.provider === undefined || provider === request.provider) &&
     (search === undefined ||
-      record.client_request_id.toLowerCase().includes(search) ||
-      record.task_id.includes(search))
+      task.client_request_id.toLowerCase().includes(search) ||
+      task.task_id.includes(search))
 }
+
+/** Whether a record passes a list request's filters (state, provider, search); not the cursor. */
+export const listFilter = (request: ListRequest) => {
+  const matches = listMatcher(request)
+  return (record: TaskRecord): boolean => matches(record, providerOfPayload(record.payload))
+}
+
+/** `listFilter` for a summary, whose provider is null when the payload names none (the echo's). */
+export const summaryFilter = (request: ListRequest) => {
+  const matches = listMatcher(request)
+  return (summary: TaskSummary): boolean => matches(summary, summary.provider ?? EchoProviderName)
+}
+
+/** The page size a list request asks for, within bounds. */
+export const listLimit = (request: ListRequest): number =>
+  Math.min(Math.max(request.limit ?? DefaultListLimit, 1), MaxListLimit)
 
 /** One page of `records` (any order) for a list request. */
 export const pageOf = (
@@ -47,7 +66,7 @@ export const pageOf = (
   Either.map(
     request.cursor === undefined ? Either.right(undefined) : decodeCursor(request.cursor),
     (after) => {
-      const limit = Math.min(Math.max(request.limit ?? DefaultListLimit, 1), MaxListLimit)
+      const limit = listLimit(request)
       const sorted = [...records]
         .filter(listFilter(request))
         .filter(

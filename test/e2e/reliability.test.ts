@@ -378,10 +378,14 @@ const read = async (root: string, receipt: Receipt): Promise<TaskView> =>
 const cancel = async (root: string, receipt: Receipt): Promise<CancelOutcome> =>
   jsonOutput(CancelOutcome, await relaykeep(["cancel", ...receiptArgs(root, receipt)]))
 
-const rawRecord = (root: string, receipt: Receipt): TaskRecord =>
-  Schema.decodeUnknownSync(Schema.parseJson(TaskRecord), { onExcessProperty: "error" })(
-    fs.readFileSync(recordPath(root, receipt.task_id), "utf8")
-  )
+/** The record file as the file store wrote it: a TaskRecord and nothing else but its revision. */
+const StoredRecordFile = Schema.extend(TaskRecord, Schema.Struct({ revision: Schema.NonNegativeInt }))
+const rawRecord = (root: string, receipt: Receipt): TaskRecord => {
+  const { revision: _revision, ...record } = Schema.decodeUnknownSync(Schema.parseJson(StoredRecordFile), {
+    onExcessProperty: "error"
+  })(fs.readFileSync(recordPath(root, receipt.task_id), "utf8"))
+  return record
+}
 
 /**
  * `recover`'s answer: exit 0, one JSON line. A reap is also logged on stderr (Effect's logger),

@@ -47,6 +47,12 @@ const LockFile = Schema.parseJson(
 )
 const decodeLockFile = Schema.decodeUnknownOption(LockFile)
 
+/** Who holds a lock, as its file says; None for a file this protocol did not write. */
+export const holderOfLockFile = (
+  bytes: Uint8Array
+): Option.Option<{ readonly pid: number; readonly host: string; readonly boot_id: string }> =>
+  decodeLockFile(fromUtf8(bytes))
+
 export interface FileLockSettings {
   /** A lock older than this is stale even if its holder seems alive. */
   readonly ttlMillis?: number

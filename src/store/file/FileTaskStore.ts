@@ -12,15 +12,16 @@ import { Clock, Effect, Either, Option, Scope, Stream } from "effect"
 import type { InvalidRecord } from "../../domain/errors.js"
 import { StorageError, UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
+import { isTaskId } from "../../domain/ids.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
-import { isTerminal, submissionOrder } from "../../domain/Task.js"
+import { submissionOrder } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
 import { Host } from "../../services/Host.js"
 import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
 import type { TaskStoreBackend } from "../make.js"
 import { makeTaskStore } from "../make.js"
-import { onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
+import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
 import {
   createIfAbsent,
   linkIfAbsent,
@@ -42,7 +43,11 @@ import {
   taskIdOfRecordFile,
   timeOfQueuedMarker
 } from "./layout.js"
-import { encodeRecord, decodeRecordFile } from "./records.js"
+import type { StoredRecord } from "./records.js"
+import { encodeRecord, decodeStoredRecord } from "./records.js"
+import { holderOfLockFile } from "./FileLock.js"
+import type { SummaryIndexTuning } from "./summaryIndex.js"
+import { entryOf, makeSummaryIndex } from "./summaryIndex.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
 import { scanRecords } from "./scan.js"
 import { checkRoot } from "../../platform/trust.js"
@@ -60,6 +65,8 @@ export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
   readonly root: string
   readonly maxPayloadBytes?: number
+  /** The summary index's sizes (summaryIndex.ts); the defaults suit any root. */
+  readonly summaryIndex?: Partial<SummaryIndexTuning> | undefined
 }
 
 export const makeFileTaskStore = (options: FileStoreOptions) =>
@@ -82,11 +89,41 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         yield* checkRoot({ fs, path, uid: host.uid }, layout.root, layout.private)
         yield* ensureLayout(deps)
         const secret = yield* loadSecret(deps)
-        yield* lockTimeoutAsStorageError(reconcileAfterBoot(deps, secret))
+        yield* lockTimeoutAsStorageError(
+          reconcileAfterBoot(deps, secret, summary.rebuildWith(scanRecords(fs, path, layout, secret)))
+        )
         yield* sweepTempFiles(deps)
+        yield* appendForDeadHolders(secret)
         return secret
       })
     )
+
+    /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
+    const everything = Effect.flatMap(openRoot, (secret) => scanRecords(fs, path, layout, secret))
+    const summary = yield* makeSummaryIndex({ ...deps, scan: everything, tuning: options.summaryIndex })
+
+    /**
+     * A process that died holding a task's lock may have written the record and not yet its
+     * summary entry (the two are microseconds apart, `save`): for each task lock a dead process of
+     * this host left, its record's entry is appended again. Harmless if it was there (same
+     * revision); the lock itself is left for the task's next writer to break.
+     */
+    const appendForDeadHolders = (secret: Uint8Array) =>
+      Effect.gen(function* () {
+        for (const name of yield* listDirectory(fs, layout.locks)) {
+          if (!isTaskId(name)) continue
+          const bytes = yield* readIfExists(fs, path.join(layout.locks, name))
+          const holder = Option.flatMap(bytes, holderOfLockFile)
+          if (Option.isNone(holder) || holder.value.host !== host.hostname) continue
+          const dead = holder.value.boot_id !== host.bootId || !(yield* host.isAlive(holder.value.pid))
+          if (!dead) continue
+          const record = yield* readIfExists(fs, layout.record(name))
+          if (Option.isNone(record)) continue
+          const stored = decodeStoredRecord(layout.record(name), record.value, name, secret)
+          if (Either.isRight(stored))
+            yield* summary.append(entryOf(stored.right.record, stored.right.revision))
+        }
+      })
 
     const workers = yield* fileWorkerRegistry(deps, openRoot)
     // Every write of a record ends with an fsync of tasks/; concurrent writers share it, through
@@ -121,21 +158,30 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           .pipe(Effect.catchTag("LockTimeout", () => Effect.succeed(onBusy())))
       )
 
-    /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
-    const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>
+    /** The record of a task and its revision: None when there is none; InvalidRecord when it is damaged. */
+    const loadStored = (
+      taskId: TaskId
+    ): Effect.Effect<Option.Option<StoredRecord>, InvalidRecord | StorageError> =>
       Effect.flatMap(openRoot, (secret) =>
         Effect.flatMap(readIfExists(fs, layout.record(taskId)), (bytes) =>
           Option.match(bytes, {
             onNone: () => Effect.succeedNone,
             onSome: (data) =>
-              Effect.map(decodeRecordFile(layout.record(taskId), data, taskId, secret), Option.some)
+              Effect.map(decodeStoredRecord(layout.record(taskId), data, taskId, secret), Option.some)
           })
         )
       )
 
+    /** The record of a task: None when there is none; InvalidRecord when it is damaged. */
+    const load = (taskId: TaskId): Effect.Effect<Option.Option<TaskRecord>, InvalidRecord | StorageError> =>
+      Effect.map(
+        loadStored(taskId),
+        Option.map((stored) => stored.record)
+      )
+
     const loadExisting = (taskId: TaskId) =>
-      Effect.flatMap(load(taskId), (record) =>
-        Option.isSome(record) ? Effect.succeed(record.value) : Effect.fail(new UnknownTask({ taskId }))
+      Effect.flatMap(loadStored(taskId), (stored) =>
+        Option.isSome(stored) ? Effect.succeed(stored.value) : Effect.fail(new UnknownTask({ taskId }))
       )
 
     /**
@@ -143,15 +189,21 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      * torn; the directory fsynced too unless `rename` says the rename may be lost to a machine
      * crash (a claim or a heartbeat: see `renameMayBeLost`).
      */
-    const save = (record: TaskRecord, rename: "durable" | "may be lost" = "durable") =>
+    const save = (record: TaskRecord, revision: number, rename: "durable" | "may be lost") =>
       Effect.flatMap(host.token, (token) =>
         writeDurable(
           fs,
           path,
           layout.record(record.task_id),
           tempName(host.pid, token),
-          encodeRecord(record),
-          rename === "durable" ? syncTasks : Effect.void
+          encodeRecord(record, revision),
+          // The summary index's entry right after the rename, before the directory's fsync: so
+          // that what the index says is what the record on disk says even when that fsync fails,
+          // and no process that dies waiting for the disk leaves a record without its entry.
+          Effect.zipRight(
+            summary.append(entryOf(record, revision)),
+            rename === "durable" ? syncTasks : Effect.void
+          )
         )
       )
 
@@ -192,18 +244,26 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         if (record.state !== "running") yield* removeIfExists(fs, layout.runningMarker(record.task_id))
       })
 
-    /** Read, apply a fenced transition, write durably, then move markers; all under the task's lock. */
+    /**
+     * Read, apply a fenced transition, write durably, then move markers and append the summary
+     * index's entry; all under the task's lock, so that a task's entries are appended in the
+     * order of its revisions.
+     */
     const transition = <A, E>(
       taskId: TaskId,
       step: (record: TaskRecord, now: number) => Either.Either<readonly [TaskRecord | undefined, A], E>,
       onBusy?: () => A
     ) => {
       const body = Effect.gen(function* () {
-        const record = yield* loadExisting(taskId)
+        const { record, revision } = yield* loadExisting(taskId)
         const now = yield* Clock.currentTimeMillis
         const [next, answer] = yield* step(record, now)
         if (next) {
-          yield* save(next, renameMayBeLost(record, next) ? "may be lost" : "durable")
+          // No interruption between the rename and the entry (`save`): a record written without
+          // its entry would be listed as it was until the index is rebuilt.
+          yield* Effect.uninterruptible(
+            save(next, revision + 1, renameMayBeLost(record, next) ? "may be lost" : "durable")
+          )
           // The write is done: the outcome stands. Markers are hints a pass repairs, so a
           // failure to move one is logged rather than reported as a failed operation.
           yield* moveMarkers(record, next).pipe(
@@ -380,7 +440,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           // Dropped only once the read has shown the marker is not the record's own; a read that
           // failed shows nothing, and the marker stays for a pass to judge.
           const notOwn = Either.isRight(existing)
-            ? markerOf(existing.right) !== marker
+            ? markerOf(existing.right.record) !== marker
             : existing.left._tag === "InvalidRecord"
           if (markerIsOurs && notOwn) yield* removeIfExists(fs, marker)
           if (Either.isLeft(existing)) {
@@ -393,8 +453,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
                 })
               : existing.left
           }
-          yield* alignMarkers(existing.right)
-          return Option.some(existing.right)
+          yield* alignMarkers(existing.right.record)
+          return Option.some(existing.right.record)
         })
       )
 
@@ -445,12 +505,15 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
               return yield* error
             })
           if (Either.isLeft(marked)) return yield* abandon(marked.left)
-          yield* stageDurable(fs, temp, encodeRecord(record)).pipe(Effect.catchAll(abandon))
+          yield* stageDurable(fs, temp, encodeRecord(record, 0)).pipe(Effect.catchAll(abandon))
           const linked = yield* linkIfAbsent(fs, temp, file).pipe(Effect.catchAll(abandon))
           if (!linked) {
             yield* fs.remove(temp).pipe(Effect.ignore)
             return yield* answerResubmit(markerIsOurs)
           }
+          // Its first entry in the summary index: any later write of the record appends one of a
+          // higher revision, whichever lands first.
+          yield* summary.append(entryOf(record, 0))
           // The marker is almost always still there: asked first, so that its creation (and the
           // error it would meet) is only paid when a pass did remove it.
           yield* fs.remove(temp).pipe(Effect.ignore)
@@ -472,9 +535,6 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       openRoot
     })
 
-    /** Every record file, decoded or reported damaged. O(all tasks): for check and list. */
-    const everything = Effect.flatMap(openRoot, (secret) => scanRecords(fs, path, layout, secret))
-
     /** Changes in a directory of the root; a watch that cannot start (or fails later) just ends. */
     const watchDirectory = (directory: string) =>
       Stream.unwrap(
@@ -489,7 +549,8 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       load,
       insertIfAbsent,
       apply: transition,
-      scan: everything,
+      // `check` reads every record anyway: it rebuilds the summary index from what it read.
+      scan: Effect.zipRight(openRoot, summary.rebuild),
       live,
       claimNext,
       running,
@@ -500,29 +561,27 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       changes: Stream.filterMap(watchDirectory(layout.tasks), (event) =>
         Option.fromNullable(taskIdOfRecordFile(path.basename(event.path)))
       ),
-      // A page of live tasks reads only live records; any other reads them all.
-      list: Effect.fn("TaskStore.list")(function* (request) {
-        if (request.state !== undefined && !isTerminal(request.state)) {
-          const snapshot = yield* live
-          const records =
-            request.state === "running"
-              ? snapshot.running
-              : yield* Effect.map(
-                  Effect.forEach(snapshot.queued, (taskId) =>
-                    load(taskId).pipe(
-                      Effect.map(Option.some),
-                      Effect.catchTag("InvalidRecord", () => Effect.succeedNone)
-                    )
-                  ),
-                  (found) =>
-                    found.flatMap((o) => (Option.isSome(o) && Option.isSome(o.value) ? [o.value.value] : []))
-                )
-          return yield* pageOf(records, request)
-        }
-        const { records } = yield* everything
-        return yield* pageOf(records, request)
-      }),
-      // counts: terminal states are only in the records, so the default (a scan, as check) it is.
+      // The summary index answers both, from its snapshot and its journals' tail; the records
+      // answer when the index cannot be read consistently.
+      list: Effect.fn("TaskStore.list")((request) =>
+        Effect.zipRight(
+          openRoot,
+          summary.list(
+            request,
+            Effect.flatMap(everything, ({ records }) => pageOf(records, request))
+          )
+        )
+      ),
+      counts: Effect.zipRight(
+        openRoot,
+        summary.counts(
+          Effect.map(everything, ({ records }) => {
+            const states = emptyStateCounts()
+            for (const record of records) states[record.state] += 1
+            return states
+          })
+        )
+      ).pipe(Effect.withSpan("TaskStore.counts")),
       workers
     }
     return makeTaskStore(host, backend, { maxPayloadBytes: options.maxPayloadBytes })

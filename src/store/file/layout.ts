@@ -8,6 +8,7 @@
  *   <root>/index/queued/<ms>-<task_id>   marker: may be queued (names sort oldest first); a
  *                                        submit's holds its pid while the record is linked
  *   <root>/index/running/<task_id>       empty marker: may be running
+ *   <root>/index/journal/, index/summary/ the summary index of list and counts (summaryIndex.ts)
  *   <root>/locks/<key>                   short-lived lock files
  *   <root>/workers/<instance>.json       a watching worker's last heartbeat (a hint, not fsynced)
  *   <root>/audit/<YYYY-MM-DD>.jsonl      the MCP audit log
@@ -28,6 +29,9 @@ export interface Layout {
   readonly tasks: string
   readonly queued: string
   readonly running: string
+  /** The summary index's journals and snapshot (summaryIndex.ts). */
+  readonly journal: string
+  readonly summary: string
   readonly locks: string
   readonly workers: string
   /** What must be this user's alone before anything in the root is trusted (trust.ts). */
@@ -46,6 +50,8 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
   const index = path.join(root, "index")
   const queued = path.join(index, "queued")
   const running = path.join(index, "running")
+  const journal = path.join(index, "journal")
+  const summary = path.join(index, "summary")
   const locks = path.join(root, "locks")
   const workers = path.join(root, "workers")
   const secret = path.join(root, "secret")
@@ -57,10 +63,22 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
     tasks,
     queued,
     running,
+    journal,
+    summary,
     locks,
     workers,
     private: {
-      directories: [tasks, index, queued, running, locks, workers, path.join(root, AuditDirectoryName)],
+      directories: [
+        tasks,
+        index,
+        queued,
+        running,
+        journal,
+        summary,
+        locks,
+        workers,
+        path.join(root, AuditDirectoryName)
+      ],
       files: [secret, boot, path.join(root, ConfigFileName), path.join(root, TokenFileName)]
     },
     record: (taskId) => path.join(tasks, `${taskId}.json`),

@@ -35,8 +35,9 @@ interface Deps {
 export const SecretBytes = 32
 
 export const ensureLayout = ({ fs, layout }: Deps) =>
-  Effect.forEach([layout.root, layout.tasks, layout.queued, layout.running, layout.locks], (dir) =>
-    ensureDirectory(fs, dir)
+  Effect.forEach(
+    [layout.root, layout.tasks, layout.queued, layout.running, layout.journal, layout.summary, layout.locks],
+    (dir) => ensureDirectory(fs, dir)
   )
 
 /** The HMAC key for task ids, created once (whole and durable) by whichever process comes first. */
@@ -64,7 +65,7 @@ export const loadSecret = ({ fs, path, host, layout }: Deps): Effect.Effect<Uint
 
 /** Remove temp files left by writers that are gone. A live writer's temp file is left alone. */
 export const sweepTempFiles = (deps: Deps) =>
-  sweepTempFilesIn(deps, [deps.layout.root, deps.layout.tasks, deps.layout.locks])
+  sweepTempFilesIn(deps, [deps.layout.root, deps.layout.tasks, deps.layout.summary, deps.layout.locks])
 
 /** As `sweepTempFiles`, in the given directories. */
 export const sweepTempFilesIn = (
@@ -91,11 +92,16 @@ export const sweepTempFilesIn = (
   )
 
 /**
- * After a reboot, markers and lock files written without fsync may be missing or stale.
- * The first process of the new boot rebuilds the index from the records, under a root lock,
+ * After a reboot, markers, lock files and the summary index, written without fsync, may be
+ * missing or stale. The first process of the new boot rebuilds them from the records, under a root lock,
  * and then writes the new boot id; the others find the boot id current and do nothing.
  */
-export const reconcileAfterBoot = (deps: Deps, secret: Uint8Array) =>
+export const reconcileAfterBoot = (
+  deps: Deps,
+  secret: Uint8Array,
+  /** What else to rebuild, once the markers are: the summary index. */
+  alsoRebuild: Effect.Effect<unknown, StorageError> = Effect.void
+) =>
   Effect.gen(function* () {
     const { fs, path, host, lock, layout } = deps
     const current = yield* readIfExists(fs, layout.boot)
@@ -108,6 +114,7 @@ export const reconcileAfterBoot = (deps: Deps, secret: Uint8Array) =>
         // Only dead writers' temp files: a process of this boot may be writing one right now.
         yield* sweepTempFiles(deps)
         yield* rebuildIndex(deps, secret)
+        yield* alsoRebuild
         const token = yield* host.token
         yield* writeDurable(fs, path, layout.boot, tempName(host.pid, token), utf8(`${host.bootId}\n`))
         return true

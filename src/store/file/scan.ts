@@ -4,17 +4,20 @@ import * as Path from "@effect/platform/Path"
 import { Effect, Either, Option } from "effect"
 import type { StorageError } from "../../domain/errors.js"
 import { InvalidInput } from "../../domain/errors.js"
+import type { TaskId } from "../../domain/ids.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
 import type { Files, Paths } from "../../platform/durable.js"
 import { listDirectory, readIfExists } from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
 import { layoutOf, taskIdOfRecordFile } from "./layout.js"
 import { SecretBytes } from "./recovery.js"
-import { decodeRecordFile } from "./records.js"
+import { decodeStoredRecord } from "./records.js"
 
 export interface Scan {
   readonly records: ReadonlyArray<TaskRecord>
   readonly invalid: ReadonlyArray<InvalidRecordReport>
+  /** The revision of each record (records.ts). */
+  readonly revisions: ReadonlyMap<TaskId, number>
 }
 
 export const scanRecords = (
@@ -26,6 +29,7 @@ export const scanRecords = (
   Effect.gen(function* () {
     const records: Array<TaskRecord> = []
     const invalid: Array<InvalidRecordReport> = []
+    const revisions = new Map<TaskId, number>()
     for (const name of yield* listDirectory(fs, layout.tasks)) {
       if (!name.endsWith(".json")) continue
       const file = path.join(layout.tasks, name)
@@ -36,12 +40,15 @@ export const scanRecords = (
       }
       const bytes = yield* readIfExists(fs, file)
       if (Option.isNone(bytes)) continue
-      Either.match(decodeRecordFile(file, bytes.value, taskId, secret), {
+      Either.match(decodeStoredRecord(file, bytes.value, taskId, secret), {
         onLeft: (error) => invalid.push({ file: error.file, reason: error.reason }),
-        onRight: (record) => records.push(record)
+        onRight: (stored) => {
+          records.push(stored.record)
+          revisions.set(taskId, stored.revision)
+        }
       })
     }
-    return { records, invalid }
+    return { records, invalid, revisions }
   })
 
 export interface FileStoreContents extends Scan {

@@ -1,0 +1,921 @@
+/**
+ * The summary index of a file store (docs/file-store.md, "The summary index"): what `list` and
+ * `counts` read instead of every record.
+ *
+ *   index/journal/<boot>-<pid>-<token>-<seq>.jsonl  one store's own log: an entry per record write
+ *   index/summary/manifest.json                     the snapshot: its segments, with the count of
+ *                                                   each state, and how far each journal is folded
+ *   index/summary/seg-<token>.jsonl                 a segment: the entries of one range of
+ *                                                   submission order, newest first
+ *   index/summary/stale                             a journal append failed: rebuild before use
+ *
+ * An entry is a task's summary at one revision of its record (the count of writes the record has
+ * had, kept in the record: `records.ts`). Every write of a record appends its entry to the
+ * writer's journal once the record is written, so the journals hold every change since the
+ * snapshot; of the entries of a task, the highest revision is the current one, wherever it is.
+ * Journals are per writer so that no two processes append to one file, and nothing needs a lock
+ * to write. Like the markers, the index is a hint: never fsynced, rebuilt from the records after a
+ * reboot (with the markers), by `check`, and by whoever finds it missing, damaged or stale.
+ *
+ * A reader takes the manifest, the journals past their folded offsets (the tail) and, for each
+ * task of the tail, its entry in the one segment its submission key falls in; so the first page of
+ * `list` reads the manifest, the tail and the newest segment or two, and `counts` the manifest and
+ * the tail. Once a tail grows past `compactAtEntries`, a reader or a writer folds it into the
+ * segments (under the root's `index` lock, skipped when another process holds it).
+ */
+import { Data, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope } from "effect"
+import type { StorageError } from "../../domain/errors.js"
+import { ClientRequestId, isTaskId, PayloadSha256 } from "../../domain/ids.js"
+import { EchoProviderName } from "../../domain/provider.js"
+import { decodeCursor, encodeCursor } from "../../domain/submission.js"
+import type { TaskRecord, TaskState, TaskSummary } from "../../domain/Task.js"
+import { isTaskState, submissionOrder, TaskStates, toSummary } from "../../domain/Task.js"
+import type { InvalidInput } from "../../domain/errors.js"
+import type { Host } from "../../services/Host.js"
+import type { Lock } from "../../services/Lock.js"
+import type { ListRequest, TaskPage } from "../../services/TaskStore.js"
+import type { Files, Paths } from "../../platform/durable.js"
+import {
+  ensureDirectory,
+  FileMode,
+  fromUtf8,
+  isNotFound,
+  listDirectory,
+  readIfExists,
+  removeIfExists,
+  tempName,
+  toStorageError,
+  touch,
+  utf8,
+  writeHint
+} from "../../platform/durable.js"
+import { emptyStateCounts, listLimit, summaryFilter } from "../shared.js"
+import type { Layout } from "./layout.js"
+import type { Scan } from "./scan.js"
+
+/** The sizes the index keeps to; tests make them small, to reach every path with a few tasks. */
+export interface SummaryIndexTuning {
+  /** Entries of each part when a segment splits; a segment splits past twice this. */
+  readonly segmentEntries: number
+  /** A tail longer than this is folded into the segments before it is read again. */
+  readonly compactAtEntries: number
+  /** So is a tail spread over more journals than this (one-shot CLI processes leave one each). */
+  readonly compactAtJournals: number
+  /** A writer starts a new journal once its own reaches this size. */
+  readonly journalRotateBytes: number
+}
+
+export const DefaultSummaryIndexTuning: SummaryIndexTuning = {
+  segmentEntries: 1_000,
+  compactAtEntries: 1_000,
+  compactAtJournals: 64,
+  journalRotateBytes: 4 * 1024 * 1024
+}
+/** The root lock that serialises compactions and rebuilds. */
+export const IndexLockKey = "index"
+
+/** A task's summary at one revision of its record. */
+export interface IndexEntry extends TaskSummary {
+  readonly revision: number
+}
+
+/** Where a task sorts in submission order: its creation time, then its id. */
+type Key = readonly [created_at: string, task_id: string]
+
+const SegmentInfo = Schema.Struct({
+  file: Schema.String.pipe(Schema.pattern(/^seg-[0-9a-f]{32}\.jsonl$/)),
+  /** Entries sort after this key (newest first: they are newer); null for the oldest segment. */
+  lower: Schema.NullOr(Schema.Tuple(Schema.String, Schema.String)),
+  count: Schema.NonNegativeInt,
+  states: Schema.Record({ key: Schema.String, value: Schema.NonNegativeInt }),
+  providers: Schema.Record({ key: Schema.String, value: Schema.NonNegativeInt })
+})
+type SegmentInfo = typeof SegmentInfo.Type
+
+const Manifest = Schema.Struct({
+  version: Schema.Literal(1),
+  /** Bytes of each journal folded into the segments. */
+  covers: Schema.Record({ key: Schema.String, value: Schema.NonNegativeInt }),
+  /** Newest first; together they partition submission order. */
+  segments: Schema.NonEmptyArray(SegmentInfo)
+})
+type Manifest = typeof Manifest.Type
+const decodeManifest = Schema.decodeUnknownEither(Schema.parseJson(Manifest))
+
+export const entryOf = (record: TaskRecord, revision: number): IndexEntry => ({
+  revision,
+  ...toSummary(record)
+})
+
+/** One line of a journal or a segment. Its key order is fixed: `findEntry` relies on it. */
+const encodeEntry = (entry: IndexEntry): string =>
+  JSON.stringify({
+    revision: entry.revision,
+    task_id: entry.task_id,
+    client_request_id: entry.client_request_id,
+    payload_sha256: entry.payload_sha256,
+    state: entry.state,
+    provider: entry.provider,
+    created_at: entry.created_at,
+    updated_at: entry.updated_at,
+    started_at: entry.started_at,
+    finished_at: entry.finished_at,
+    attempt: entry.attempt
+  })
+
+const isClientRequestId = Schema.is(ClientRequestId)
+const isPayloadSha256 = Schema.is(PayloadSha256)
+const isNullableString = (value: unknown): value is string | null =>
+  value === null || typeof value === "string"
+
+/**
+ * An entry from its line, or undefined when the line is not one. A structural check rather
+ * than Schema: a page reads hundreds of lines, and the files are the store's own, in a root only
+ * its user can write (trust.ts); anything else found there is damage and makes a rebuild.
+ */
+const decodeEntry = (line: string): IndexEntry | undefined => {
+  let value: unknown
+  try {
+    value = JSON.parse(line)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  if (
+    !("revision" in value) ||
+    typeof value.revision !== "number" ||
+    !Number.isSafeInteger(value.revision) ||
+    !("task_id" in value) ||
+    !isTaskId(value.task_id) ||
+    !("client_request_id" in value) ||
+    !isClientRequestId(value.client_request_id) ||
+    !("payload_sha256" in value) ||
+    !isPayloadSha256(value.payload_sha256) ||
+    !("state" in value) ||
+    !isTaskState(value.state) ||
+    !("provider" in value) ||
+    !isNullableString(value.provider) ||
+    !("created_at" in value) ||
+    typeof value.created_at !== "string" ||
+    !("updated_at" in value) ||
+    typeof value.updated_at !== "string" ||
+    !("started_at" in value) ||
+    !isNullableString(value.started_at) ||
+    !("finished_at" in value) ||
+    !isNullableString(value.finished_at) ||
+    !("attempt" in value) ||
+    typeof value.attempt !== "number"
+  )
+    return undefined
+  return {
+    revision: value.revision,
+    task_id: value.task_id,
+    client_request_id: value.client_request_id,
+    payload_sha256: value.payload_sha256,
+    state: value.state,
+    provider: value.provider,
+    created_at: value.created_at,
+    updated_at: value.updated_at,
+    started_at: value.started_at,
+    finished_at: value.finished_at,
+    attempt: value.attempt
+  }
+}
+
+const keyOf = (entry: { readonly created_at: string; readonly task_id: string }): Key => [
+  entry.created_at,
+  entry.task_id
+]
+const compareKeys = (a: Key, b: Key): number =>
+  submissionOrder({ created_at: a[0], task_id: a[1] }, { created_at: b[0], task_id: b[1] })
+const newestFirst = (a: IndexEntry, b: IndexEntry): number => submissionOrder(b, a)
+
+/** The segment a key falls in: the first (newest) whose lower bound it sorts after. */
+const segmentOf = (segments: ReadonlyArray<SegmentInfo>, key: Key): number => {
+  const index = segments.findIndex((segment) => segment.lower === null || compareKeys(key, segment.lower) > 0)
+  // The last segment has no lower bound, so every key falls somewhere.
+  return index === -1 ? segments.length - 1 : index
+}
+
+const providerKey = (entry: IndexEntry): string => entry.provider ?? EchoProviderName
+
+/** The statistics of a segment's entries, as its manifest line keeps them. */
+const infoOf = (file: string, lower: Key | null, entries: ReadonlyArray<IndexEntry>): SegmentInfo => {
+  const states: Record<string, number> = {}
+  const providers: Record<string, number> = {}
+  for (const entry of entries) {
+    states[entry.state] = (states[entry.state] ?? 0) + 1
+    providers[providerKey(entry)] = (providers[providerKey(entry)] ?? 0) + 1
+  }
+  return { file, lower, count: entries.length, states, providers }
+}
+
+/** The lines of a segment's text, without their newlines. */
+const linesOf = (text: string): Array<string> => {
+  const lines = text.split("\n")
+  if (lines[lines.length - 1] === "") lines.pop()
+  return lines
+}
+
+/**
+ * The entry of `taskId` in a segment's text, found by its id rather than by parsing every
+ * line: `encodeEntry` writes `task_id` right after `revision`, and ids are unique hex.
+ */
+const findEntry = (text: string, taskId: string): IndexEntry | undefined | "damaged" => {
+  const at = text.indexOf(`"task_id":"${taskId}"`)
+  if (at === -1) return undefined
+  const start = text.lastIndexOf("\n", at) + 1
+  const end = text.indexOf("\n", at)
+  return decodeEntry(text.slice(start, end === -1 ? text.length : end)) ?? "damaged"
+}
+
+/**
+ * Whether a search text may be tested against a whole line before the line is parsed: ASCII
+ * without what JSON escapes, so that a line holds it (ignoring case) whenever a field does.
+ */
+const linePrefilter = (search: string | undefined): ((line: string) => boolean) => {
+  if (search === undefined || search === "" || !/^[\x20-\x7e]*$/.test(search) || /["\\]/.test(search))
+    return () => true
+  const needle = search.toLowerCase()
+  return (line) => line.toLowerCase().includes(needle)
+}
+
+/**
+ * Text every line of a matching entry holds, as `encodeEntry` writes it: the state's, or a
+ * named provider's (the echo's entries may say null or its name, so it has none). Quotes inside
+ * a JSON string are escaped, so no other field can hold it unescaped: a line without it cannot
+ * match, and one with it is parsed and tested in full.
+ */
+const lineNeedle = (request: ListRequest): string | undefined =>
+  request.state !== undefined
+    ? `"state":${JSON.stringify(request.state)}`
+    : request.provider !== undefined && request.provider !== EchoProviderName
+      ? `"provider":${JSON.stringify(request.provider)}`
+      : undefined
+
+/**
+ * The lines of a segment's text that hold `needle` (every line without one), in order: found by
+ * searching the text, so that a page of one state among thousands of others parses only its own.
+ */
+function* linesWith(text: string, needle: string | undefined): Generator<string> {
+  if (needle === undefined) {
+    yield* linesOf(text)
+    return
+  }
+  let from = 0
+  for (;;) {
+    const at = text.indexOf(needle, from)
+    if (at === -1) return
+    const start = text.lastIndexOf("\n", at) + 1
+    const newline = text.indexOf("\n", at)
+    const end = newline === -1 ? text.length : newline
+    yield text.slice(start, end)
+    from = end + 1
+  }
+}
+
+/** What the name of a journal says: whose it is and its place among that writer's journals. */
+interface JournalName {
+  readonly name: string
+  readonly boot: string
+  readonly pid: number
+  /** boot, pid and token: one store instance. */
+  readonly writer: string
+  readonly seq: number
+}
+
+const JournalPattern = /^([0-9A-Za-z]{1,16})-([1-9][0-9]{0,9})-([0-9a-f]{32})-([0-9]{6})\.jsonl$/
+const parseJournalName = (name: string): JournalName | undefined => {
+  const match = JournalPattern.exec(name)
+  if (match === null) return undefined
+  const [, boot = "", pid = "", token = "", seq = ""] = match
+  return { name, boot, pid: Number(pid), writer: `${boot}-${pid}-${token}`, seq: Number(seq) }
+}
+/** The boot id as a journal name carries it. */
+const bootTag = (bootId: string): string => bootId.replace(/[^0-9A-Za-z]/g, "").slice(0, 16) || "boot"
+
+/** The complete lines of a journal past `from`, and the offset after the last of them. */
+interface JournalTail {
+  readonly entries: ReadonlyArray<IndexEntry>
+  readonly end: number
+  readonly size: number
+}
+
+export interface SummaryIndexDeps {
+  readonly fs: Files
+  readonly path: Paths
+  readonly host: Host["Type"]
+  readonly lock: Lock["Type"]
+  readonly layout: Layout
+  /** Every record with its revision, read after the caller's moment: for a rebuild. */
+  readonly scan: Effect.Effect<Scan, StorageError>
+  readonly tuning?: Partial<SummaryIndexTuning> | undefined
+}
+
+/** What a reader saw: the snapshot, resolved against the tail. */
+interface View {
+  readonly manifest: Manifest
+  /** The current entry of every task the tail changed since the snapshot. */
+  readonly changed: ReadonlyMap<string, IndexEntry>
+  /** Their entries in the snapshot, now outdated: counted out, and skipped in a segment. */
+  readonly outdated: ReadonlyMap<string, IndexEntry>
+  /** Segment texts read so far. */
+  readonly segment: (file: string) => Effect.Effect<string, StorageError | Damaged>
+}
+
+/**
+ * The index disagrees with itself: a line that is not an entry ("damaged": rebuilt), or a
+ * segment its manifest names that is gone ("missing": a compaction replaced it meanwhile).
+ */
+class Damaged extends Data.TaggedError("Damaged")<{
+  readonly message: string
+  readonly kind: "damaged" | "missing"
+}> {}
+
+export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
+  Effect.gen(function* () {
+    const { fs, path, host, lock, layout } = deps
+    const { segmentEntries, compactAtEntries, compactAtJournals, journalRotateBytes } = {
+      ...DefaultSummaryIndexTuning,
+      ...deps.tuning
+    }
+    const journalDir = layout.journal
+    const summaryDir = layout.summary
+    const manifestFile = path.join(summaryDir, "manifest.json")
+    const staleFlag = path.join(summaryDir, "stale")
+    const segmentPath = (file: string) => path.join(summaryDir, file)
+    const boot = bootTag(host.bootId)
+    const scope = yield* Effect.scope
+
+    const readText = (file: string) => Effect.map(readIfExists(fs, file), Option.map(fromUtf8))
+
+    const writeFileHint = (file: string, text: string) =>
+      Effect.flatMap(host.token, (token) => writeHint(fs, path, file, tempName(host.pid, token), utf8(text)))
+
+    const newSegmentFile = (entries: ReadonlyArray<IndexEntry>, lower: Key | null) =>
+      Effect.gen(function* () {
+        const file = `seg-${yield* host.token}.jsonl`
+        yield* writeFileHint(segmentPath(file), entries.map((entry) => `${encodeEntry(entry)}\n`).join(""))
+        return infoOf(file, lower, entries)
+      })
+
+    /**
+     * Entries (newest first) as segments: one, or parts of `segmentEntries` when there are more
+     * than twice that; each part's lower bound is the next part's newest key, the last keeps `lower`.
+     */
+    const writeSegments = (sorted: ReadonlyArray<IndexEntry>, lower: Key | null) =>
+      Effect.gen(function* () {
+        const parts: Array<ReadonlyArray<IndexEntry>> = []
+        if (sorted.length <= 2 * segmentEntries) parts.push(sorted)
+        else
+          for (let at = 0; at < sorted.length; at += segmentEntries)
+            parts.push(sorted.slice(at, at + segmentEntries))
+        const infos: Array<SegmentInfo> = []
+        for (const [n, part] of parts.entries()) {
+          const next = parts[n + 1]?.[0]
+          infos.push(yield* newSegmentFile(part, next === undefined ? lower : keyOf(next)))
+        }
+        return infos
+      })
+
+    /** The manifest, with its text: a reader compares it again at the end of its read. */
+    const readManifest: Effect.Effect<
+      Option.Option<{ readonly manifest: Manifest; readonly text: string }> | "damaged",
+      StorageError
+    > = Effect.map(
+      readText(manifestFile),
+      Option.match({
+        onNone: () => Option.none(),
+        onSome: (text) =>
+          Either.match(decodeManifest(text), {
+            onLeft: () => "damaged" as const,
+            onRight: (manifest) => Option.some({ manifest, text })
+          })
+      })
+    )
+
+    const journals = Effect.map(listDirectory(fs, journalDir), (names) =>
+      names.flatMap((name) => {
+        const parsed = parseJournalName(name)
+        return parsed === undefined ? [] : [parsed]
+      })
+    )
+
+    /**
+     * The complete lines of a journal from `from` on. An offset that falls inside a line (a
+     * rebuild takes each journal's size while its writer may be mid-append) skips that line: its
+     * change was in the record before it was appended, so the rebuild's scan has it.
+     */
+    const readJournal = (name: string, from: number): Effect.Effect<JournalTail, StorageError | Damaged> =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const file = path.join(journalDir, name)
+          const opened = yield* fs.open(file, { flag: "r" }).pipe(
+            Effect.map(Option.some),
+            Effect.catchIf(isNotFound, () => Effect.succeedNone),
+            Effect.mapError(toStorageError("open", file))
+          )
+          if (Option.isNone(opened)) return { entries: [], end: from, size: from }
+          const handle = opened.value
+          const size = Number((yield* handle.stat.pipe(Effect.mapError(toStorageError("stat", file)))).size)
+          if (size <= from) return { entries: [], end: from, size }
+          const start = from === 0 ? 0 : from - 1
+          yield* handle.seek(start, "start")
+          const bytes = Option.getOrElse(
+            yield* handle.readAlloc(size - start).pipe(Effect.mapError(toStorageError("read", file))),
+            () => new Uint8Array(0)
+          )
+          // Newlines are single bytes in UTF-8, never inside a character: cut on the bytes.
+          let position = 0
+          if (from > 0) {
+            const first = bytes.indexOf(0x0a)
+            if (first === -1) return { entries: [], end: from, size }
+            position = first + 1
+          }
+          const entries: Array<IndexEntry> = []
+          for (;;) {
+            const newline = bytes.indexOf(0x0a, position)
+            if (newline === -1) break
+            const entry = decodeEntry(fromUtf8(bytes.subarray(position, newline)))
+            if (entry === undefined)
+              return yield* Effect.fail(
+                new Damaged({ message: `${file}: a line is not an entry`, kind: "damaged" })
+              )
+            entries.push(entry)
+            position = newline + 1
+          }
+          return { entries, end: start + position, size }
+        })
+      )
+
+    /** The journals past the manifest's covers: the newest entry of each task, and the new covers. */
+    const readTail = (manifest: Manifest) =>
+      Effect.gen(function* () {
+        const found = yield* journals
+        const latest = new Map<string, IndexEntry>()
+        const covers: Record<string, number> = {}
+        const sizes = new Map<string, number>()
+        let count = 0
+        let pending = 0
+        for (const journal of found) {
+          const from = manifest.covers[journal.name] ?? 0
+          // A journal folded to its end (most of them) costs one stat, not an open and a read.
+          const size = yield* fs.stat(path.join(journalDir, journal.name)).pipe(
+            Effect.map((info) => Number(info.size)),
+            Effect.orElseSucceed(() => 0)
+          )
+          const tail =
+            size <= from ? { entries: [], end: from, size } : yield* readJournal(journal.name, from)
+          covers[journal.name] = tail.end
+          sizes.set(journal.name, tail.size)
+          count += tail.entries.length
+          if (tail.entries.length > 0) pending += 1
+          for (const entry of tail.entries) {
+            const known = latest.get(entry.task_id)
+            if (known === undefined || entry.revision > known.revision) latest.set(entry.task_id, entry)
+          }
+        }
+        return { latest, covers, sizes, count, pending, found }
+      })
+
+    const segmentReader = () => {
+      const texts = new Map<string, string>()
+      return (file: string): Effect.Effect<string, StorageError | Damaged> => {
+        const known = texts.get(file)
+        if (known !== undefined) return Effect.succeed(known)
+        return Effect.flatMap(readText(segmentPath(file)), (text) => {
+          if (Option.isNone(text))
+            return Effect.fail(new Damaged({ message: `${segmentPath(file)} is missing`, kind: "missing" }))
+          texts.set(file, text.value)
+          return Effect.succeed(text.value)
+        })
+      }
+    }
+
+    /** The tail's entries that are newer than the snapshot's, and the snapshot's they replace. */
+    const resolve = (
+      manifest: Manifest,
+      latest: ReadonlyMap<string, IndexEntry>,
+      segment: (file: string) => Effect.Effect<string, StorageError | Damaged>
+    ) =>
+      Effect.gen(function* () {
+        const changed = new Map<string, IndexEntry>()
+        const outdated = new Map<string, IndexEntry>()
+        for (const entry of latest.values()) {
+          const info = manifest.segments[segmentOf(manifest.segments, keyOf(entry))]
+          if (info === undefined) continue
+          const stored = findEntry(yield* segment(info.file), entry.task_id)
+          if (stored === "damaged")
+            return yield* Effect.fail(
+              new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
+            )
+          // A tail entry no newer than the snapshot's was folded (or rebuilt) already.
+          if (stored !== undefined && stored.revision >= entry.revision) continue
+          changed.set(entry.task_id, entry)
+          if (stored !== undefined) outdated.set(entry.task_id, stored)
+        }
+        return { changed, outdated }
+      })
+
+    /**
+     * Fold the tail into the segments: each segment the tail touches is read, updated and
+     * written anew (split when it grows past twice `segmentEntries`), then the manifest names the
+     * new segments and the new covers, then the old segments and the journals nobody will append
+     * to again (a writer that is gone, or one that has moved on to a later journal) are removed.
+     * Under the index lock; a reader of the old manifest that finds a segment gone reads again.
+     */
+    const compactBody = Effect.gen(function* () {
+      const current = yield* readManifest
+      if (current === "damaged" || Option.isNone(current)) return yield* rebuildFrom(deps.scan)
+      const { manifest } = current.value
+      const tail = yield* readTail(manifest)
+      const segment = segmentReader()
+      const bySegment = new Map<number, Array<IndexEntry>>()
+      for (const entry of tail.latest.values()) {
+        const index = segmentOf(manifest.segments, keyOf(entry))
+        const group = bySegment.get(index) ?? []
+        group.push(entry)
+        bySegment.set(index, group)
+      }
+      const segments: Array<SegmentInfo> = []
+      const replaced: Array<string> = []
+      for (const [index, info] of manifest.segments.entries()) {
+        const group = bySegment.get(index)
+        if (group === undefined) {
+          segments.push(info)
+          continue
+        }
+        const entries = new Map<string, IndexEntry>()
+        for (const line of linesOf(yield* segment(info.file))) {
+          const entry = decodeEntry(line)
+          if (entry === undefined)
+            return yield* Effect.fail(
+              new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
+            )
+          entries.set(entry.task_id, entry)
+        }
+        for (const entry of group) {
+          const known = entries.get(entry.task_id)
+          if (known === undefined || entry.revision > known.revision) entries.set(entry.task_id, entry)
+        }
+        segments.push(...(yield* writeSegments([...entries.values()].sort(newestFirst), info.lower)))
+        replaced.push(info.file)
+      }
+      const [first, ...rest] = segments
+      if (first === undefined) return
+      yield* writeManifest({ version: 1, covers: tail.covers, segments: [first, ...rest] })
+      yield* Effect.forEach(replaced, (file) => removeIfExists(fs, segmentPath(file)), { discard: true })
+      yield* dropFinishedJournals(tail.found, tail.covers, tail.sizes)
+    })
+
+    const writeManifest = (manifest: Manifest) => writeFileHint(manifestFile, `${JSON.stringify(manifest)}\n`)
+
+    /**
+     * Remove journals folded to their end whose writer will not append again: one of another
+     * boot, or of a process that is gone, or one its writer has replaced by a later one.
+     */
+    const dropFinishedJournals = (
+      found: ReadonlyArray<JournalName>,
+      covers: Readonly<Record<string, number>>,
+      sizes: ReadonlyMap<string, number>
+    ) =>
+      Effect.gen(function* () {
+        const latestSeq = new Map<string, number>()
+        for (const journal of found)
+          latestSeq.set(journal.writer, Math.max(latestSeq.get(journal.writer) ?? 0, journal.seq))
+        for (const journal of found) {
+          if (covers[journal.name] !== sizes.get(journal.name)) continue
+          const finished =
+            journal.boot !== boot ||
+            (latestSeq.get(journal.writer) ?? 0) > journal.seq ||
+            !(yield* host.isAlive(journal.pid))
+          if (finished) yield* removeIfExists(fs, path.join(journalDir, journal.name))
+        }
+      })
+
+    /**
+     * Build the index anew from the records: each journal's size is taken first, then every
+     * record read, so that whatever a journal holds past its size was written after its record,
+     * which the scan may or may not have seen; the revisions settle which is current.
+     */
+    const rebuildFrom = (records: Effect.Effect<Scan, StorageError>) =>
+      Effect.gen(function* () {
+        // First: an append that fails from here on marks the index stale again, for the next reader.
+        yield* removeIfExists(fs, staleFlag).pipe(Effect.ignore)
+        const found = yield* journals.pipe(Effect.orElseSucceed((): ReadonlyArray<JournalName> => []))
+        const covers: Record<string, number> = {}
+        const sizes = new Map<string, number>()
+        for (const journal of found) {
+          const info = yield* fs.stat(path.join(journalDir, journal.name)).pipe(Effect.option)
+          if (Option.isSome(info)) {
+            covers[journal.name] = Number(info.value.size)
+            sizes.set(journal.name, Number(info.value.size))
+          }
+        }
+        const scan = yield* records
+        // The index is a hint: one that cannot be written now is marked stale and left for the
+        // next reader, and whoever asked for the scan gets it all the same.
+        yield* writeRebuilt(scan, covers).pipe(
+          Effect.zipRight(dropFinishedJournals(found, covers, sizes)),
+          Effect.catchAll((error) =>
+            Effect.zipRight(
+              Effect.logWarning(`summary index not rebuilt: ${error.message}`),
+              touch(fs, staleFlag).pipe(Effect.ignore)
+            )
+          )
+        )
+        return scan
+      })
+
+    /** Write the segments and the manifest of a rebuild, then remove every older segment. */
+    const writeRebuilt = (scan: Scan, covers: Readonly<Record<string, number>>) =>
+      Effect.gen(function* () {
+        yield* ensureDirectory(fs, summaryDir)
+        const sorted = scan.records
+          .map((record) => entryOf(record, scan.revisions.get(record.task_id) ?? 0))
+          .sort(newestFirst)
+        const previous = yield* Effect.map(listDirectory(fs, summaryDir), (names) =>
+          names.filter((name) => name.startsWith("seg-"))
+        )
+        const [first, ...rest] = yield* writeSegments(sorted, null)
+        if (first === undefined) return
+        const kept = new Set([first, ...rest].map((info) => info.file))
+        yield* writeManifest({ version: 1, covers, segments: [first, ...rest] })
+        yield* Effect.forEach(
+          previous.filter((name) => !kept.has(name)),
+          (name) => removeIfExists(fs, segmentPath(name)),
+          { discard: true }
+        )
+      })
+
+    const underIndexLock = <A, E>(body: Effect.Effect<A, E>, waitMillis: number) =>
+      lock.withLock(IndexLockKey, body, { waitMillis, ttlMillis: 600_000 })
+
+    /** Rebuild now, waiting for a compaction or rebuild another process is running. */
+    const rebuildWith = (records: Effect.Effect<Scan, StorageError>): Effect.Effect<Scan, StorageError> =>
+      underIndexLock(rebuildFrom(records), 120_000).pipe(
+        // A lock that cannot be had (or made, in a root this process cannot write): the scan alone.
+        Effect.catchAll(() => records)
+      )
+    const rebuild = rebuildWith(deps.scan)
+
+    /** Fold the tail unless another process holds the index; a failure is only logged. */
+    const compact: Effect.Effect<void> = underIndexLock(compactBody, 0).pipe(
+      Effect.asVoid,
+      Effect.catchTag("LockTimeout", () => Effect.void),
+      Effect.catchAll((error) => Effect.logWarning(`summary index not compacted: ${error.message}`))
+    )
+
+    /**
+     * The index as it stands: the manifest, the tail resolved against it. Rebuilt first when
+     * it is missing, damaged or marked stale; compacted first when its tail has grown long.
+     * None when it could not be read consistently: the caller answers from the records.
+     */
+    const view: Effect.Effect<Option.Option<View>, StorageError> = Effect.gen(function* () {
+      let rebuilt = false
+      let compacted = false
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const stale = yield* fs.exists(staleFlag).pipe(Effect.mapError(toStorageError("read", staleFlag)))
+        const current = yield* readManifest
+        if (stale || current === "damaged" || Option.isNone(current)) {
+          // Rebuilt once already and still not readable: the records answer.
+          if (rebuilt) return Option.none()
+          yield* rebuild
+          rebuilt = true
+          continue
+        }
+        const { manifest, text } = current.value
+        const segment = segmentReader()
+        const read = yield* Effect.either(
+          Effect.gen(function* () {
+            const tail = yield* readTail(manifest)
+            if (!compacted && (tail.count > compactAtEntries || tail.pending > compactAtJournals))
+              return "compact" as const
+            const { changed, outdated } = yield* resolve(manifest, tail.latest, segment)
+            // A compaction that ended meanwhile may have removed a journal this read then missed,
+            // folded into a snapshot it did not read: a manifest that changed means read again.
+            const after = yield* readText(manifestFile)
+            if (Option.getOrUndefined(after) !== text) return "changed" as const
+            return { manifest, changed, outdated, segment }
+          })
+        )
+        if (Either.isLeft(read)) {
+          if (read.left._tag === "StorageError") return yield* read.left
+          yield* markIfDamaged(read.left)
+          continue
+        }
+        if (read.right === "changed") continue
+        if (read.right === "compact") {
+          yield* compact
+          compacted = true
+          continue
+        }
+        return Option.some(read.right)
+      }
+      return Option.none()
+    })
+
+    /** A damaged index is marked stale, so that the next read rebuilds it; a missing segment is not. */
+    const markIfDamaged = (error: Damaged) =>
+      error.kind === "damaged" ? touch(fs, staleFlag).pipe(Effect.ignore) : Effect.void
+
+    const counts = (v: View): Record<TaskState, number> => {
+      const states = emptyStateCounts()
+      for (const info of v.manifest.segments)
+        for (const state of TaskStates) states[state] += info.states[state] ?? 0
+      for (const entry of v.outdated.values()) states[entry.state] -= 1
+      for (const entry of v.changed.values()) states[entry.state] += 1
+      return states
+    }
+
+    /**
+     * A page: segments newest first, each skipped when its counts show it cannot hold a match
+     * or the cursor is past it, until the page (and one more, to know a next page exists) is
+     * full; then merged with the tail's matches.
+     */
+    const page = (v: View, request: ListRequest, after: Key | undefined) =>
+      Effect.gen(function* () {
+        const limit = listLimit(request)
+        const matches = summaryFilter(request)
+        const prefilter = linePrefilter(request.search)
+        const needle = lineNeedle(request)
+        const olderThanCursor = (entry: IndexEntry) =>
+          after === undefined || compareKeys(keyOf(entry), after) < 0
+        const found: Array<IndexEntry> = []
+        const tail = [...v.changed.values()].filter((entry) => matches(entry) && olderThanCursor(entry))
+        // A segment's counts include the entries the tail has replaced: those are taken off, so
+        // that a segment whose only tasks of a state have moved on is skipped too.
+        const replacedState = new Map<number, number>()
+        const replacedProvider = new Map<number, number>()
+        for (const entry of v.outdated.values()) {
+          const index = segmentOf(v.manifest.segments, keyOf(entry))
+          if (entry.state === request.state) replacedState.set(index, (replacedState.get(index) ?? 0) + 1)
+          if (providerKey(entry) === request.provider)
+            replacedProvider.set(index, (replacedProvider.get(index) ?? 0) + 1)
+        }
+        scan: for (const [index, info] of v.manifest.segments.entries()) {
+          if (
+            request.state !== undefined &&
+            (info.states[request.state] ?? 0) - (replacedState.get(index) ?? 0) <= 0
+          )
+            continue
+          if (
+            request.provider !== undefined &&
+            (info.providers[request.provider] ?? 0) - (replacedProvider.get(index) ?? 0) <= 0
+          )
+            continue
+          // Every entry sorts after `lower`; past the cursor is before it.
+          if (after !== undefined && info.lower !== null && compareKeys(info.lower, after) >= 0) continue
+          for (const line of linesWith(yield* v.segment(info.file), needle)) {
+            if (!prefilter(line)) continue
+            const entry = decodeEntry(line)
+            if (entry === undefined)
+              return yield* Effect.fail(
+                new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
+              )
+            if (v.changed.has(entry.task_id) || !olderThanCursor(entry) || !matches(entry)) continue
+            found.push(entry)
+            if (found.length > limit) break scan
+          }
+        }
+        const sorted = [...found, ...tail].sort(newestFirst)
+        const tasks = sorted.slice(0, limit)
+        const last = tasks[tasks.length - 1]
+        const summaries: Array<TaskSummary> = tasks.map(({ revision: _revision, ...summary }) => summary)
+        return {
+          tasks: summaries,
+          next_cursor: sorted.length > limit && last ? encodeCursor(last.created_at, last.task_id) : null
+        } satisfies TaskPage
+      })
+
+    /**
+     * `list` from the index; `fallback` (a page of the records) when the index cannot be read
+     * consistently. A bad cursor is refused before anything is read.
+     */
+    const list = (
+      request: ListRequest,
+      fallback: Effect.Effect<TaskPage, InvalidInput | StorageError>
+    ): Effect.Effect<TaskPage, InvalidInput | StorageError> =>
+      Effect.gen(function* () {
+        const after = request.cursor === undefined ? undefined : yield* decodeCursor(request.cursor)
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const v = yield* viewOrNone
+          if (Option.isNone(v)) break
+          const answer = yield* Effect.either(page(v.value, request, after))
+          if (Either.isRight(answer)) return answer.right
+          if (answer.left._tag === "StorageError") {
+            yield* Effect.logWarning(`summary index not read, the records answer: ${answer.left.message}`)
+            break
+          }
+          yield* markIfDamaged(answer.left)
+        }
+        return yield* fallback
+      })
+
+    const countStates = (
+      fallback: Effect.Effect<Readonly<Record<TaskState, number>>, StorageError>
+    ): Effect.Effect<Readonly<Record<TaskState, number>>, StorageError> =>
+      Effect.flatMap(
+        viewOrNone,
+        Option.match({ onNone: () => fallback, onSome: (v) => Effect.succeed(counts(v)) })
+      )
+
+    /**
+     * `view`, or None when the index cannot be read (its directories gone, a file where one
+     * should be): the records answer then, as they do when the index cannot be read consistently.
+     */
+    const viewOrNone: Effect.Effect<Option.Option<View>> = view.pipe(
+      Effect.catchAll((error) =>
+        Effect.as(
+          Effect.logWarning(`summary index not read, the records answer: ${error.message}`),
+          Option.none()
+        )
+      )
+    )
+
+    /**
+     * The writer of this store's journals: each entry one append of one line to a file only
+     * this store writes, opened on first use and kept open; a new file past `journalRotateBytes`.
+     * Every `compactAtEntries` appends it folds the tail, in the background. An append that
+     * fails marks the index stale (the next reader rebuilds it) and never fails the write whose
+     * entry it is: the record is the truth, and it is written.
+     */
+    const writerToken = yield* host.token
+    const semaphore = yield* Effect.makeSemaphore(1)
+    let journal:
+      | {
+          readonly file: Effect.Effect.Success<ReturnType<Files["open"]>>
+          readonly scope: Scope.CloseableScope
+          size: number
+        }
+      | undefined
+    let seq = 0
+    let appended = 0
+
+    const openJournal = Effect.gen(function* () {
+      if (journal !== undefined && journal.size < journalRotateBytes) return journal
+      if (journal !== undefined) yield* Scope.close(journal.scope, Exit.void)
+      seq += 1
+      // The directory is made again if it went missing (its creation is once a journal, not once a line).
+      yield* ensureDirectory(fs, journalDir)
+      const name = `${boot}-${host.pid}-${writerToken}-${String(seq).padStart(6, "0")}.jsonl`
+      const file = path.join(journalDir, name)
+      const fileScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+      const handle = yield* Scope.extend(fs.open(file, { flag: "ax", mode: FileMode }), fileScope).pipe(
+        Effect.mapError(toStorageError("create", file)),
+        Effect.tapError(() => Scope.close(fileScope, Exit.void))
+      )
+      journal = { file: handle, scope: fileScope, size: 0 }
+      return journal
+    })
+
+    const append = (entry: IndexEntry): Effect.Effect<void> =>
+      semaphore
+        .withPermits(1)(
+          Effect.gen(function* () {
+            const open = yield* openJournal
+            const bytes = utf8(`${encodeEntry(entry)}\n`)
+            yield* open.file.writeAll(bytes).pipe(Effect.mapError(toStorageError("write", journalDir)))
+            open.size += bytes.length
+            appended += 1
+            return appended % compactAtEntries === 0
+          })
+        )
+        .pipe(
+          Effect.flatMap((due) => (due ? Effect.asVoid(Effect.forkIn(compact, scope)) : Effect.void)),
+          Effect.catchAll((error) =>
+            Effect.all([
+              Effect.logWarning(
+                `summary index entry not written (the index will be rebuilt): ${error.message}`
+              ),
+              touch(fs, staleFlag).pipe(Effect.ignore),
+              abandonJournal
+            ])
+          )
+        )
+
+    /**
+     * After a failed append the journal may end in part of a line: nothing more is appended to
+     * it (a line written after the part would be read as one damaged line), the next append
+     * starts the writer's next journal.
+     */
+    const abandonJournal = Effect.suspend(() => {
+      const abandoned = journal
+      journal = undefined
+      return abandoned === undefined ? Effect.void : Scope.close(abandoned.scope, Exit.void)
+    })
+
+    return {
+      append,
+      list,
+      counts: countStates,
+      /** Rebuild from the records and return the scan it read: `check`'s way of repairing. */
+      rebuild,
+      /** `rebuild` from the given scan: after a reboot, before the store is open. */
+      rebuildWith,
+      /** For tests and benchmarks: fold the tail now. */
+      compact
+    }
+  })
+
+export type SummaryIndex = Effect.Effect.Success<ReturnType<typeof makeSummaryIndex>>
