@@ -438,9 +438,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
             if (newline === -1) break
             const entry = decodeEntry(fromUtf8(bytes.subarray(position, newline)))
             if (entry === undefined)
-              return yield* Effect.fail(
-                new Damaged({ message: `${file}: a line is not an entry`, kind: "damaged" })
-              )
+              return yield* new Damaged({ message: `${file}: a line is not an entry`, kind: "damaged" })
             entries.push(entry)
             position = newline + 1
           }
@@ -506,9 +504,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
           if (info === undefined) continue
           const stored = findEntry(yield* segment(info.file), entry.task_id)
           if (stored === "damaged")
-            return yield* Effect.fail(
-              new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
-            )
+            return yield* new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
           // A tail entry no newer than the snapshot's was folded (or rebuilt) already.
           if (stored !== undefined && stored.revision >= entry.revision) continue
           changed.set(entry.task_id, entry)
@@ -549,9 +545,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
         for (const line of linesOf(yield* segment(info.file))) {
           const entry = decodeEntry(line)
           if (entry === undefined)
-            return yield* Effect.fail(
-              new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
-            )
+            return yield* new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
           entries.set(entry.task_id, entry)
         }
         for (const entry of group) {
@@ -770,9 +764,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
             if (!prefilter(line)) continue
             const entry = decodeEntry(line)
             if (entry === undefined)
-              return yield* Effect.fail(
-                new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
-              )
+              return yield* new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
             if (v.changed.has(entry.task_id) || !olderThanCursor(entry) || !matches(entry)) continue
             found.push(entry)
             if (found.length > limit) break scan
