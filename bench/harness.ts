@@ -25,8 +25,9 @@ export type Target =
     }
   /**
    * Lower is better, several pairs at once: each `subject` at most its own `max` times its
-   * `baseline`. Every pair must hold; the ratio reported is the pair nearest to (or furthest
-   * past) its bound.
+   * `baseline` and, when the pair sets `under`, also under that absolute bound (same unit).
+   * Every pair must hold; the ratio reported is the subject-over-baseline ratio of the pair
+   * nearest to (or furthest past) its bounds.
    */
   | {
       readonly kind: "each-at-most"
@@ -34,6 +35,7 @@ export type Target =
         readonly subject: string
         readonly baseline: string
         readonly max: number
+        readonly under?: number
       }>
     }
   /** A fixed budget: `subject` under `limit` (same unit). */
@@ -122,21 +124,26 @@ export const judge = (target: Target, values: Readonly<Record<string, number>>):
       return { ratio: round(ratio), pass: ratio >= target.min, text: pairs.join("; ") }
     }
     case "each-at-most": {
-      const ratios = target.pairs.map((pair) => ({
-        ...pair,
-        ratio: at(values, pair.subject) / at(values, pair.baseline)
-      }))
-      const pass = ratios.every(({ ratio, max }) => ratio <= max)
+      const ratios = target.pairs.map((pair) => {
+        const value = at(values, pair.subject)
+        const ratio = value / at(values, pair.baseline)
+        // How far along its bounds a pair is (1 is at a bound): the larger of the two.
+        const reach =
+          pair.under === undefined ? ratio / pair.max : Math.max(ratio / pair.max, value / pair.under)
+        const holds = ratio <= pair.max && (pair.under === undefined || value < pair.under)
+        return { ...pair, value, ratio, reach, holds }
+      })
+      const pass = ratios.every(({ holds }) => holds)
       // NaN (a missing series) sorts nowhere: it is the worst pair, and it fails.
       const worst = ratios.reduce<(typeof ratios)[number] | undefined>(
         (found, pair) =>
-          found === undefined || Number.isNaN(pair.ratio) || pair.ratio / pair.max > found.ratio / found.max
-            ? pair
-            : found,
+          found === undefined || Number.isNaN(pair.reach) || pair.reach > found.reach ? pair : found,
         undefined
       )
-      const pairs = ratios.map(
-        ({ subject, baseline, max, ratio }) => `${subject} ≤ ${max}× ${baseline} (${round(ratio)}×)`
+      const pairs = ratios.map(({ subject, baseline, max, under, ratio, value }) =>
+        under === undefined
+          ? `${subject} ≤ ${max}× ${baseline} (${round(ratio)}×)`
+          : `${subject} ≤ ${max}× ${baseline} and < ${under} (${round(ratio)}×, ${round(value)})`
       )
       return { ratio: worst === undefined ? null : round(worst.ratio), pass, text: pairs.join("; ") }
     }

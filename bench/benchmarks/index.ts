@@ -2,6 +2,7 @@
 import type { Benchmark } from "../harness.js"
 import { claimVsDepth } from "./claimVsDepth.js"
 import { coldStart } from "./coldStart.js"
+import { listVsHistory } from "./listVsHistory.js"
 import { mcpRoundtrip } from "./mcpRoundtrip.js"
 import { memorySearch } from "./memorySearch.js"
 import { passVsHistory } from "./passVsHistory.js"
@@ -14,6 +15,7 @@ export const benchmarks: ReadonlyArray<Benchmark> = [
   submitVsFloor,
   submitConcurrent,
   passVsHistory,
+  listVsHistory,
   mcpRoundtrip,
   pgThroughput,
   coldStart,
