@@ -4,6 +4,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Receipt } from "../../src/domain/Task.js"
+import { writerMarkerName } from "../../src/store/file/layout.js"
 import { PassReport } from "../../src/worker/pass.js"
 import { CheckOutput, jsonOutput, relaykeep } from "../support/cli.js"
 import type { RunOptions } from "../support/cli.js"
@@ -77,6 +78,7 @@ describe("relaykeep data root", { timeout: 120_000 }, () => {
   // Temp files carry their writer's pid; this test process stands in for a live writer.
   const tempFile = (dir: string, pid: number) => path.join(dir, `.tmp-${pid}-${"ab".repeat(16)}`)
   const deadPid = () => spawnSync(process.execPath, ["-e", "0"]).pid
+  const deadPidOf = (file: string) => Number(path.basename(file).split("-")[1])
 
   it("opening a root removes dead writers' temp files and leaves live writers' alone", async () => {
     const root = tempDir()
@@ -84,8 +86,15 @@ describe("relaykeep data root", { timeout: 120_000 }, () => {
     const dead = tempFile(path.join(root, "tasks"), deadPid())
     const live = tempFile(path.join(root, "tasks"), process.pid)
     for (const file of [dead, live]) fs.writeFileSync(file, "{}", { mode: 0o600 })
+    // What the dead writer left beside its temp file: the marker it created before writing there.
+    const bootId = fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()
+    const marker = path.join(root, "writers", writerMarkerName(bootId, deadPidOf(dead), "ab".repeat(16)))
+    fs.writeFileSync(marker, "", { mode: 0o600 })
     assert.isTrue(jsonOutput(CheckOutput, await relaykeep(["check", "--root", root])).ok)
-    assert.deepStrictEqual([fs.existsSync(dead), fs.existsSync(live)], [false, true])
+    assert.deepStrictEqual(
+      [fs.existsSync(dead), fs.existsSync(live), fs.existsSync(marker)],
+      [false, true, false]
+    )
   })
 
   it("the first open of a root leaves the temp files of live writers alone", async () => {

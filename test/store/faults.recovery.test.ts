@@ -13,6 +13,7 @@ import * as FaultyFileSystem from "../support/FaultyFileSystem.js"
 import { FaultPlan } from "../support/FaultyFileSystem.js"
 import { markers, tempFiles, untypedErrors } from "../support/restart.js"
 import { fileStoreAt, fileStoreOn, tempDir } from "../support/stores.js"
+import { writerMarkerName } from "../../src/store/file/layout.js"
 
 const worker = { workerId: "w1", leaseMillis: 60_000 }
 const files = Effect.all({ fs: FileSystem.FileSystem, path: Path.Path }).pipe(
@@ -108,7 +109,7 @@ describe("file store recovery at open", () => {
   )
 
   it.scoped(
-    "temp files of dead writers are swept at open, after a reboot too; a live writer's are kept",
+    "temp files of dead writers are swept at open (in tasks/ when a dead writer left its marker), after a reboot too; a live writer's are kept",
     () =>
       Effect.gen(function* () {
         const { fs, path } = yield* files
@@ -118,9 +119,23 @@ describe("file store recovery at open", () => {
           yield* fs.writeFileString(path.join(root, dir, ".tmp-1001-0123abcd"), "{ half a rec")
           yield* fs.writeFileString(path.join(root, dir, ".tmp-1003-4567cdef"), "{ being writ")
         }
+        // Without a writer marker of a dead instance, an open does not list tasks/ (it can hold a
+        // file for each of 100,000 tasks): the small directories are swept, tasks/ is left.
+        yield* fileStoreAt(root, { pid: 1002, bootId: "boot-a", alive: new Set([1003]) })
+        assert.deepStrictEqual(yield* tempFiles(root, "tasks"), [".tmp-1001-0123abcd", ".tmp-1003-4567cdef"])
+        assert.deepStrictEqual(yield* tempFiles(root, "locks"), [".tmp-1003-4567cdef"])
+
+        // The marker pid 1001 created before its first temp file there, and left when it died.
+        const dead = path.join(root, "writers", writerMarkerName("boot-a", 1001, "ab".repeat(16)))
+        const live = path.join(root, "writers", writerMarkerName("boot-a", 1003, "cd".repeat(16)))
+        for (const marker of [dead, live]) yield* fs.writeFileString(marker, "")
         yield* fileStoreAt(root, { pid: 1002, bootId: "boot-a", alive: new Set([1003]) })
         assert.deepStrictEqual(yield* tempFiles(root, "tasks"), [".tmp-1003-4567cdef"])
-        assert.deepStrictEqual(yield* tempFiles(root, "locks"), [".tmp-1003-4567cdef"])
+        assert.deepStrictEqual(
+          [yield* fs.exists(dead), yield* fs.exists(live)],
+          [false, true],
+          "the dead writer's marker goes with its temp files; a live one's stays"
+        )
 
         // After a reboot, a temp file of a live pid may be a writer of this boot (another process
         // opening the root this very moment): keep it. A dead pid's file goes, as before.

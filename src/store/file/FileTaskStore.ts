@@ -24,6 +24,7 @@ import { makeTaskStore } from "../make.js"
 import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
 import {
   createIfAbsent,
+  ensureDirectory,
   linkIfAbsent,
   listDirectory,
   makeSharedSync,
@@ -41,14 +42,15 @@ import {
   submitterOfMarker,
   taskIdOfQueuedMarker,
   taskIdOfRecordFile,
-  timeOfQueuedMarker
+  timeOfQueuedMarker,
+  writerMarkerName
 } from "./layout.js"
 import type { StoredRecord } from "./records.js"
 import { encodeRecord, decodeStoredRecord } from "./records.js"
 import { holderOfLockFile } from "./FileLock.js"
 import type { SummaryIndexTuning } from "./summaryIndex.js"
 import { entryOf, makeSummaryIndex } from "./summaryIndex.js"
-import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFiles } from "./recovery.js"
+import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFilesAtOpen } from "./recovery.js"
 import { scanRecords } from "./scan.js"
 import { checkRoot } from "../../platform/trust.js"
 import { fileWorkerRegistry } from "./workers.js"
@@ -92,7 +94,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         yield* lockTimeoutAsStorageError(
           reconcileAfterBoot(deps, secret, summary.rebuildWith(scanRecords(fs, path, layout, secret)))
         )
-        yield* sweepTempFiles(deps)
+        yield* sweepTempFilesAtOpen(deps)
         yield* appendForDeadHolders(secret)
         return secret
       })
@@ -124,6 +126,19 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             yield* summary.append(entryOf(stored.right.record, stored.right.revision))
         }
       })
+
+    /**
+     * This instance's writer marker, created before its first temp file in tasks/ and removed
+     * when the store closes: what tells the next open whether tasks/ needs a sweep (recovery.ts).
+     */
+    const writerMarker = path.join(layout.writers, writerMarkerName(host.bootId, host.pid, yield* host.token))
+    const announceWriter = yield* onceSuccessful(
+      Effect.zipRight(
+        ensureDirectory(fs, layout.writers),
+        createIfAbsent(fs, writerMarker, new Uint8Array(0))
+      )
+    )
+    yield* Effect.addFinalizer(() => removeIfExists(fs, writerMarker).pipe(Effect.ignore))
 
     const workers = yield* fileWorkerRegistry(deps, openRoot)
     // Every write of a record ends with an fsync of tasks/; concurrent writers share it, through
@@ -190,7 +205,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      * crash (a claim or a heartbeat: see `renameMayBeLost`).
      */
     const save = (record: TaskRecord, revision: number, rename: "durable" | "may be lost") =>
-      Effect.flatMap(host.token, (token) =>
+      Effect.flatMap(Effect.zipRight(announceWriter, host.token), (token) =>
         writeDurable(
           fs,
           path,
@@ -491,6 +506,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           // A resubmit (a client's retry) costs a look, not a marker and a staged record.
           if (yield* fs.exists(file).pipe(Effect.mapError(toStorageError("read", file))))
             return yield* answerResubmit(false)
+          yield* announceWriter
           const temp = path.join(layout.tasks, tempName(host.pid, yield* host.token))
           const mark = createIfAbsent(fs, marker, submitterMarker(host.pid))
           // The marker first, then the record staged: each is a few calls that do not wait for the

@@ -11,6 +11,7 @@
  *   <root>/index/journal/, index/summary/ the summary index of list and counts (summaryIndex.ts)
  *   <root>/locks/<key>                   short-lived lock files
  *   <root>/workers/<instance>.json       a watching worker's last heartbeat (a hint, not fsynced)
+ *   <root>/writers/<boot>-<pid>-<token>  a store instance that writes records, while it lives
  *   <root>/audit/<YYYY-MM-DD>.jsonl      the MCP audit log
  *   <root>/config.json                   provider settings (read by the CLI and the worker)
  *   <root>/dashboard.token               the dashboard's capability token
@@ -34,6 +35,8 @@ export interface Layout {
   readonly summary: string
   readonly locks: string
   readonly workers: string
+  /** One marker for each store instance that may have temp files in tasks/ (`writerMarkerName`). */
+  readonly writers: string
   /** What must be this user's alone before anything in the root is trusted (trust.ts). */
   readonly private: { readonly directories: ReadonlyArray<string>; readonly files: ReadonlyArray<string> }
   readonly record: (taskId: TaskId) => string
@@ -54,6 +57,7 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
   const summary = path.join(index, "summary")
   const locks = path.join(root, "locks")
   const workers = path.join(root, "workers")
+  const writers = path.join(root, "writers")
   const secret = path.join(root, "secret")
   const boot = path.join(root, "boot")
   return {
@@ -67,6 +71,7 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
     summary,
     locks,
     workers,
+    writers,
     private: {
       directories: [
         tasks,
@@ -77,6 +82,7 @@ export const layoutOf = (path: Path.Path, root: string): Layout => {
         summary,
         locks,
         workers,
+        writers,
         path.join(root, AuditDirectoryName)
       ],
       files: [secret, boot, path.join(root, ConfigFileName), path.join(root, TokenFileName)]
@@ -111,6 +117,26 @@ export const taskIdOfQueuedMarker = (name: string): TaskId | undefined => {
   const taskId = name.slice(16)
   return name.length === 16 + 64 && name[15] === "-" && isTaskId(taskId) ? taskId : undefined
 }
+
+/**
+ * The marker a store instance creates before its first temp file in tasks/ and removes when it
+ * closes: one left by a process that is gone says tasks/ may hold its temp files, so the next open
+ * sweeps them; without one, an open need not list tasks/, which can hold 100,000 names.
+ */
+export const writerMarkerName = (bootId: string, pid: number, token: string): string =>
+  `${bootTagOf(bootId)}-${pid}-${token}`
+
+/** Who left a writer marker; undefined for any other name. */
+export const writerOfMarker = (name: string): { readonly boot: string; readonly pid: number } | undefined => {
+  const match = /^([0-9A-Za-z]{1,16})-([1-9][0-9]{0,9})-[0-9a-f]{32}$/.exec(name)
+  return match?.[1] === undefined || match[2] === undefined
+    ? undefined
+    : { boot: match[1], pid: Number(match[2]) }
+}
+
+/** The boot id as file names carry it: its letters and digits, at most 16. */
+export const bootTagOf = (bootId: string): string =>
+  bootId.replace(/[^0-9A-Za-z]/g, "").slice(0, 16) || "boot"
 
 /** The instance named by `workers/<instance>.json`, or undefined for any other name. */
 export const instanceOfWorkerFile = (name: string): string | undefined => {

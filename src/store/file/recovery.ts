@@ -21,7 +21,7 @@ import {
   writeDurable
 } from "../../platform/durable.js"
 import type { Layout } from "./layout.js"
-import { taskIdOfRecordFile } from "./layout.js"
+import { bootTagOf, taskIdOfRecordFile, writerOfMarker } from "./layout.js"
 import { decodeRecordFile } from "./records.js"
 
 interface Deps {
@@ -36,7 +36,16 @@ export const SecretBytes = 32
 
 export const ensureLayout = ({ fs, layout }: Deps) =>
   Effect.forEach(
-    [layout.root, layout.tasks, layout.queued, layout.running, layout.journal, layout.summary, layout.locks],
+    [
+      layout.root,
+      layout.tasks,
+      layout.queued,
+      layout.running,
+      layout.journal,
+      layout.summary,
+      layout.locks,
+      layout.writers
+    ],
     (dir) => ensureDirectory(fs, dir)
   )
 
@@ -66,6 +75,30 @@ export const loadSecret = ({ fs, path, host, layout }: Deps): Effect.Effect<Uint
 /** Remove temp files left by writers that are gone. A live writer's temp file is left alone. */
 export const sweepTempFiles = (deps: Deps) =>
   sweepTempFilesIn(deps, [deps.layout.root, deps.layout.tasks, deps.layout.summary, deps.layout.locks])
+
+/**
+ * `sweepTempFiles` as an open does it: the small directories every time, and tasks/ (which holds
+ * a file for every task) only when a store instance that is gone left its writer marker, which it
+ * creates before its first temp file there and removes when it closes (`writerMarkerName`). Then
+ * those markers go: their temp files have.
+ */
+export const sweepTempFilesAtOpen = (deps: Deps) =>
+  Effect.gen(function* () {
+    const { fs, path, host, layout } = deps
+    yield* sweepTempFilesIn(deps, [layout.root, layout.summary, layout.locks])
+    const boot = bootTagOf(host.bootId)
+    const gone: Array<string> = []
+    for (const name of yield* listDirectory(fs, layout.writers)) {
+      const writer = writerOfMarker(name)
+      if (writer === undefined) continue
+      if (writer.boot !== boot || !(yield* host.isAlive(writer.pid))) gone.push(name)
+    }
+    if (gone.length === 0) return
+    yield* sweepTempFilesIn(deps, [layout.tasks])
+    yield* Effect.forEach(gone, (name) => removeIfExists(fs, path.join(layout.writers, name)), {
+      discard: true
+    })
+  })
 
 /** As `sweepTempFiles`, in the given directories. */
 export const sweepTempFilesIn = (

@@ -51,6 +51,7 @@ import {
 } from "../../platform/durable.js"
 import { emptyStateCounts, listLimit, summaryFilter } from "../shared.js"
 import type { Layout } from "./layout.js"
+import { bootTagOf } from "./layout.js"
 import type { Scan } from "./scan.js"
 
 /** The sizes the index keeps to; tests make them small, to reach every path with a few tasks. */
@@ -291,8 +292,6 @@ const parseJournalName = (name: string): JournalName | undefined => {
   const [, boot = "", pid = "", token = "", seq = ""] = match
   return { name, boot, pid: Number(pid), writer: `${boot}-${pid}-${token}`, seq: Number(seq) }
 }
-/** The boot id as a journal name carries it. */
-const bootTag = (bootId: string): string => bootId.replace(/[^0-9A-Za-z]/g, "").slice(0, 16) || "boot"
 
 /** The complete lines of a journal past `from`, and the offset after the last of them. */
 interface JournalTail {
@@ -344,7 +343,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
     const manifestFile = path.join(summaryDir, "manifest.json")
     const staleFlag = path.join(summaryDir, "stale")
     const segmentPath = (file: string) => path.join(summaryDir, file)
-    const boot = bootTag(host.bootId)
+    const boot = bootTagOf(host.bootId)
     const scope = yield* Effect.scope
 
     const readText = (file: string) => Effect.map(readIfExists(fs, file), Option.map(fromUtf8))

@@ -124,14 +124,18 @@ const auditEntries = (root: string) =>
 const auditBytes = (root: string) =>
   auditNames(root).reduce((total, name) => total + fs.statSync(path.join(auditDir(root), name)).size, 0)
 
-/** Every file of the root but the audit log, by content: what a refused call must not change. */
+/**
+ * Every file of the root but the audit log and the writer markers, by content: what a refused call
+ * must not change. (A writer marker says a store instance that writes records is alive; the
+ * server's goes when it exits, refused calls or not.)
+ */
 const storedState = (root: string): Readonly<Record<string, string>> => {
   const found: Record<string, string> = {}
   const walk = (dir: string) => {
     for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
       const full = path.join(dir, entry.name)
       const relative = path.relative(root, full)
-      if (relative === "audit") continue
+      if (relative === "audit" || relative === "writers") continue
       if (entry.isDirectory()) {
         found[`${relative}/`] = "dir"
         walk(full)
