@@ -1104,10 +1104,11 @@ const acrossACompaction = <A>(read: (reader: TaskStoreShape) => Effect.Effect<A,
   Effect.gen(function* () {
     const root = yield* tempDir
     const writer = yield* storeAt(root, hostOf(Pids.a), { tuning: Quiet })
-    // Seven tasks: the snapshot splits in three; the newest part holds no cancelled task.
+    // Seven tasks: the snapshot splits in two (of three and four); the newest part holds no
+    // cancelled task.
     yield* someWork(writer, "base", 7)
     yield* compactNow(root, hostOf(Pids.a))
-    assert.strictEqual(manifestOf(root).segments.length, 3)
+    assert.strictEqual(manifestOf(root).segments.length, 2)
     // Pid 5555, dead to everyone else: a submit, claim and complete; a submit and cancel.
     yield* Effect.scoped(
       Effect.flatMap(storeAt(root, { pid: 5555, bootId: "test-boot" }, { tuning: Quiet }), (gone) =>
@@ -1151,6 +1152,69 @@ describe("summary index: a reader racing a compaction", () => {
         const request: ListRequest = { state: "cancelled", limit: 50 }
         const { answer, records } = yield* acrossACompaction((reader) => reader.list(request))
         assert.deepStrictEqual(answer, yield* pageOf(records, request), "the page as the records have it")
+      })
+  )
+})
+
+describe("summary index: what a dead process leaves", () => {
+  it.scopedLive(
+    "a rebuild that died leaves its claim on the stale flag: the next open puts the flag back, the next read rebuilds",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        const { store } = yield* quietStoreWithWork(root, "claim", 8)
+        yield* assertAgrees(store, root, "before", [7])
+        const before = segmentNames(root)
+        // What `rebuildFrom` renames the flag to while it works, left by pid 5555, dead to everyone.
+        const claim = join(summaryDir(root), `stale-5555-${"ab".repeat(16)}`)
+        nodeFs.writeFileSync(claim, "")
+        const next = yield* storeAt(root, hostOf(Pids.b), { tuning: Quiet })
+        yield* next.list({})
+        assert.isFalse(nodeFs.existsSync(claim), "the dead rebuild's claim is gone")
+        assert.isAbove(next.recordReads(), 0, "the flag came back, and the read rebuilt from the records")
+        assertRebuilt(root, before, "after a dead rebuild's claim")
+        yield* assertAgrees(next, root, "after a dead rebuild's claim", [7])
+      })
+  )
+
+  it.scopedLive(
+    "a task lock a dead process left is broken at open, once its record's entry is appended again",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        const { store, receipts } = yield* quietStoreWithWork(root, "lock", 8)
+        const target = receipts[0] ?? assert.fail("no task")
+        // The lock of a process that died between the record's rename and its entry (pid 5555).
+        const lockFile = join(root, "locks", target.task_id)
+        const now = new Date().toISOString()
+        nodeFs.writeFileSync(
+          lockFile,
+          JSON.stringify({
+            owner: "5555@test-host",
+            token: "cd".repeat(16),
+            pid: 5555,
+            host: "test-host",
+            boot_id: "test-boot",
+            acquired_at: now,
+            expires_at: new Date(Date.now() + 30_000).toISOString()
+          })
+        )
+        const journalsBefore = journalNames(root).length
+        const next = yield* storeAt(root, hostOf(Pids.b), { tuning: Quiet })
+        yield* next.counts
+        assert.isFalse(nodeFs.existsSync(lockFile), "the dead holder's lock is broken")
+        assert.isAbove(
+          journalNames(root).length,
+          journalsBefore,
+          "the entry was appended again, to a journal of the opener's"
+        )
+        yield* assertAgrees(next, root, "after the repair", [7])
+        yield* assertAgrees(store, root, "the first writer agrees", [7])
+        // The next open meets no such lock: it appends nothing.
+        const journalsAfter = journalNames(root).length
+        const third = yield* storeAt(root, hostOf(Pids.reader), { tuning: Quiet })
+        yield* third.counts
+        assert.strictEqual(journalNames(root).length, journalsAfter, "no repair the second time")
       })
   )
 })

@@ -49,7 +49,8 @@ import type { StoredRecord } from "./records.js"
 import { encodeRecord, decodeStoredRecord } from "./records.js"
 import { holderOfLockFile } from "./FileLock.js"
 import type { SummaryIndexTuning } from "./summaryIndex.js"
-import { entryOf, makeSummaryIndex } from "./summaryIndex.js"
+import { makeSummaryIndex } from "./summaryIndex.js"
+import { entryOf } from "./summaryFormat.js"
 import { ensureLayout, loadSecret, reconcileAfterBoot, sweepTempFilesAtOpen } from "./recovery.js"
 import { scanRecords } from "./scan.js"
 import { checkRoot } from "../../platform/trust.js"
@@ -96,6 +97,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         )
         yield* sweepTempFilesAtOpen(deps)
         yield* appendForDeadHolders(secret)
+        yield* summary.restoreAbandonedClaims.pipe(
+          Effect.catchAll((error) => Effect.logWarning(`summary index not checked at open: ${error.message}`))
+        )
         return secret
       })
     )
@@ -106,9 +110,11 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
 
     /**
      * A process that died holding a task's lock may have written the record and not yet its
-     * summary entry (the two are microseconds apart, `save`): for each task lock a dead process of
-     * this host left, its record's entry is appended again. Harmless if it was there (same
-     * revision); the lock itself is left for the task's next writer to break.
+     * summary entry (the two are microseconds apart, `save`). So at open, for each task lock a
+     * dead process of this host left, the lock is taken (which breaks it, its holder being gone)
+     * and the record's entry appended again: harmless if it was there (the same revision), the
+     * missing entry if not; and no later open meets that lock again. A lock someone holds now is
+     * left to them. A failure here is logged: the index is a hint, and the open goes on.
      */
     const appendForDeadHolders = (secret: Uint8Array) =>
       Effect.gen(function* () {
@@ -119,13 +125,23 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           if (Option.isNone(holder) || holder.value.host !== host.hostname) continue
           const dead = holder.value.boot_id !== host.bootId || !(yield* host.isAlive(holder.value.pid))
           if (!dead) continue
-          const record = yield* readIfExists(fs, layout.record(name))
-          if (Option.isNone(record)) continue
-          const stored = decodeStoredRecord(layout.record(name), record.value, name, secret)
-          if (Either.isRight(stored))
-            yield* summary.append(entryOf(stored.right.record, stored.right.revision))
+          yield* lock
+            .withLock(
+              name,
+              Effect.gen(function* () {
+                const record = yield* readIfExists(fs, layout.record(name))
+                if (Option.isNone(record)) return
+                const stored = decodeStoredRecord(layout.record(name), record.value, name, secret)
+                if (Either.isRight(stored))
+                  yield* summary.append(entryOf(stored.right.record, stored.right.revision))
+              }),
+              { waitMillis: 0 }
+            )
+            .pipe(Effect.catchTag("LockTimeout", () => Effect.void))
         }
-      })
+      }).pipe(
+        Effect.catchAll((error) => Effect.logWarning(`summary index not repaired at open: ${error.message}`))
+      )
 
     /**
      * This instance's writer marker, created before its first temp file in tasks/ and removed

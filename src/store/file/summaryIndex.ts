@@ -23,14 +23,11 @@
  * the tail. Once a tail grows past `compactAtEntries`, a reader or a writer folds it into the
  * segments (under the root's `index` lock, skipped when another process holds it).
  */
-import { Data, Effect, Either, ExecutionStrategy, Exit, Option, Schema, Scope } from "effect"
-import type { StorageError } from "../../domain/errors.js"
-import { ClientRequestId, isTaskId, PayloadSha256 } from "../../domain/ids.js"
-import { EchoProviderName } from "../../domain/provider.js"
+import { Data, Effect, Either, ExecutionStrategy, Exit, Option, Scope } from "effect"
 import { decodeCursor, encodeCursor } from "../../domain/submission.js"
-import type { TaskRecord, TaskState, TaskSummary } from "../../domain/Task.js"
-import { isTaskState, submissionOrder, TaskStates, toSummary } from "../../domain/Task.js"
-import type { InvalidInput } from "../../domain/errors.js"
+import type { TaskState, TaskSummary } from "../../domain/Task.js"
+import { TaskStates } from "../../domain/Task.js"
+import type { InvalidInput, StorageError } from "../../domain/errors.js"
 import type { Host } from "../../services/Host.js"
 import type { Lock } from "../../services/Lock.js"
 import type { ListRequest, TaskPage } from "../../services/TaskStore.js"
@@ -52,6 +49,28 @@ import {
 import { emptyStateCounts, listLimit, summaryFilter } from "../shared.js"
 import type { Layout } from "./layout.js"
 import { bootTagOf } from "./layout.js"
+import type { IndexEntry, JournalName, JournalTail, Key, Manifest, SegmentInfo } from "./summaryFormat.js"
+import {
+  compareKeys,
+  decodeEntry,
+  decodeManifest,
+  encodeEntry,
+  entryFinder,
+  entryOf,
+  findEntry,
+  infoOf,
+  keyOf,
+  lineNeedle,
+  linePrefilter,
+  linesOf,
+  linesWith,
+  newestFirst,
+  parseJournalName,
+  pidOfStaleClaim,
+  providerKey,
+  segmentOf,
+  staleClaimName
+} from "./summaryFormat.js"
 import type { Scan } from "./scan.js"
 
 /** The sizes the index keeps to; tests make them small, to reach every path with a few tasks. */
@@ -74,231 +93,6 @@ export const DefaultSummaryIndexTuning: SummaryIndexTuning = {
 }
 /** The root lock that serialises compactions and rebuilds. */
 export const IndexLockKey = "index"
-
-/** A task's summary at one revision of its record. */
-export interface IndexEntry extends TaskSummary {
-  readonly revision: number
-}
-
-/** Where a task sorts in submission order: its creation time, then its id. */
-type Key = readonly [created_at: string, task_id: string]
-
-const SegmentInfo = Schema.Struct({
-  file: Schema.String.pipe(Schema.pattern(/^seg-[0-9a-f]{32}\.jsonl$/)),
-  /** Entries sort after this key (newest first: they are newer); null for the oldest segment. */
-  lower: Schema.NullOr(Schema.Tuple(Schema.String, Schema.String)),
-  count: Schema.NonNegativeInt,
-  states: Schema.Record({ key: Schema.String, value: Schema.NonNegativeInt }),
-  providers: Schema.Record({ key: Schema.String, value: Schema.NonNegativeInt })
-})
-type SegmentInfo = typeof SegmentInfo.Type
-
-const Manifest = Schema.Struct({
-  version: Schema.Literal(1),
-  /** Bytes of each journal folded into the segments. */
-  covers: Schema.Record({ key: Schema.String, value: Schema.NonNegativeInt }),
-  /** Newest first; together they partition submission order. */
-  segments: Schema.NonEmptyArray(SegmentInfo)
-})
-type Manifest = typeof Manifest.Type
-const decodeManifest = Schema.decodeUnknownEither(Schema.parseJson(Manifest))
-
-export const entryOf = (record: TaskRecord, revision: number): IndexEntry => ({
-  revision,
-  ...toSummary(record)
-})
-
-/** One line of a journal or a segment. Its key order is fixed: `findEntry` relies on it. */
-const encodeEntry = (entry: IndexEntry): string =>
-  JSON.stringify({
-    revision: entry.revision,
-    task_id: entry.task_id,
-    client_request_id: entry.client_request_id,
-    payload_sha256: entry.payload_sha256,
-    state: entry.state,
-    provider: entry.provider,
-    created_at: entry.created_at,
-    updated_at: entry.updated_at,
-    started_at: entry.started_at,
-    finished_at: entry.finished_at,
-    attempt: entry.attempt
-  })
-
-const isClientRequestId = Schema.is(ClientRequestId)
-const isPayloadSha256 = Schema.is(PayloadSha256)
-const isNullableString = (value: unknown): value is string | null =>
-  value === null || typeof value === "string"
-
-/**
- * An entry from its line, or undefined when the line is not one. A structural check rather
- * than Schema: a page reads hundreds of lines, and the files are the store's own, in a root only
- * its user can write (trust.ts); anything else found there is damage and makes a rebuild.
- */
-const decodeEntry = (line: string): IndexEntry | undefined => {
-  let value: unknown
-  try {
-    value = JSON.parse(line)
-  } catch {
-    return undefined
-  }
-  if (typeof value !== "object" || value === null) return undefined
-  if (
-    !("revision" in value) ||
-    typeof value.revision !== "number" ||
-    !Number.isSafeInteger(value.revision) ||
-    !("task_id" in value) ||
-    !isTaskId(value.task_id) ||
-    !("client_request_id" in value) ||
-    !isClientRequestId(value.client_request_id) ||
-    !("payload_sha256" in value) ||
-    !isPayloadSha256(value.payload_sha256) ||
-    !("state" in value) ||
-    !isTaskState(value.state) ||
-    !("provider" in value) ||
-    !isNullableString(value.provider) ||
-    !("created_at" in value) ||
-    typeof value.created_at !== "string" ||
-    !("updated_at" in value) ||
-    typeof value.updated_at !== "string" ||
-    !("started_at" in value) ||
-    !isNullableString(value.started_at) ||
-    !("finished_at" in value) ||
-    !isNullableString(value.finished_at) ||
-    !("attempt" in value) ||
-    typeof value.attempt !== "number"
-  )
-    return undefined
-  return {
-    revision: value.revision,
-    task_id: value.task_id,
-    client_request_id: value.client_request_id,
-    payload_sha256: value.payload_sha256,
-    state: value.state,
-    provider: value.provider,
-    created_at: value.created_at,
-    updated_at: value.updated_at,
-    started_at: value.started_at,
-    finished_at: value.finished_at,
-    attempt: value.attempt
-  }
-}
-
-const keyOf = (entry: { readonly created_at: string; readonly task_id: string }): Key => [
-  entry.created_at,
-  entry.task_id
-]
-const compareKeys = (a: Key, b: Key): number =>
-  submissionOrder({ created_at: a[0], task_id: a[1] }, { created_at: b[0], task_id: b[1] })
-const newestFirst = (a: IndexEntry, b: IndexEntry): number => submissionOrder(b, a)
-
-/** The segment a key falls in: the first (newest) whose lower bound it sorts after. */
-const segmentOf = (segments: ReadonlyArray<SegmentInfo>, key: Key): number => {
-  const index = segments.findIndex((segment) => segment.lower === null || compareKeys(key, segment.lower) > 0)
-  // The last segment has no lower bound, so every key falls somewhere.
-  return index === -1 ? segments.length - 1 : index
-}
-
-const providerKey = (entry: IndexEntry): string => entry.provider ?? EchoProviderName
-
-/** The statistics of a segment's entries, as its manifest line keeps them. */
-const infoOf = (file: string, lower: Key | null, entries: ReadonlyArray<IndexEntry>): SegmentInfo => {
-  const states: Record<string, number> = {}
-  const providers: Record<string, number> = {}
-  for (const entry of entries) {
-    states[entry.state] = (states[entry.state] ?? 0) + 1
-    providers[providerKey(entry)] = (providers[providerKey(entry)] ?? 0) + 1
-  }
-  return { file, lower, count: entries.length, states, providers }
-}
-
-/** The lines of a segment's text, without their newlines. */
-const linesOf = (text: string): Array<string> => {
-  const lines = text.split("\n")
-  if (lines[lines.length - 1] === "") lines.pop()
-  return lines
-}
-
-/**
- * The entry of `taskId` in a segment's text, found by its id rather than by parsing every
- * line: `encodeEntry` writes `task_id` right after `revision`, and ids are unique hex.
- */
-const findEntry = (text: string, taskId: string): IndexEntry | undefined | "damaged" => {
-  const at = text.indexOf(`"task_id":"${taskId}"`)
-  if (at === -1) return undefined
-  const start = text.lastIndexOf("\n", at) + 1
-  const end = text.indexOf("\n", at)
-  return decodeEntry(text.slice(start, end === -1 ? text.length : end)) ?? "damaged"
-}
-
-/**
- * Whether a search text may be tested against a whole line before the line is parsed: ASCII
- * without what JSON escapes, so that a line holds it (ignoring case) whenever a field does.
- */
-const linePrefilter = (search: string | undefined): ((line: string) => boolean) => {
-  if (search === undefined || search === "" || !/^[\x20-\x7e]*$/.test(search) || /["\\]/.test(search))
-    return () => true
-  const needle = search.toLowerCase()
-  return (line) => line.toLowerCase().includes(needle)
-}
-
-/**
- * Text every line of a matching entry holds, as `encodeEntry` writes it: the state's, or a
- * named provider's (the echo's entries may say null or its name, so it has none). Quotes inside
- * a JSON string are escaped, so no other field can hold it unescaped: a line without it cannot
- * match, and one with it is parsed and tested in full.
- */
-const lineNeedle = (request: ListRequest): string | undefined =>
-  request.state !== undefined
-    ? `"state":${JSON.stringify(request.state)}`
-    : request.provider !== undefined && request.provider !== EchoProviderName
-      ? `"provider":${JSON.stringify(request.provider)}`
-      : undefined
-
-/**
- * The lines of a segment's text that hold `needle` (every line without one), in order: found by
- * searching the text, so that a page of one state among thousands of others parses only its own.
- */
-function* linesWith(text: string, needle: string | undefined): Generator<string> {
-  if (needle === undefined) {
-    yield* linesOf(text)
-    return
-  }
-  let from = 0
-  for (;;) {
-    const at = text.indexOf(needle, from)
-    if (at === -1) return
-    const start = text.lastIndexOf("\n", at) + 1
-    const newline = text.indexOf("\n", at)
-    const end = newline === -1 ? text.length : newline
-    yield text.slice(start, end)
-    from = end + 1
-  }
-}
-
-/** What the name of a journal says: whose it is and its place among that writer's journals. */
-interface JournalName {
-  readonly name: string
-  readonly boot: string
-  readonly pid: number
-  /** boot, pid and token: one store instance. */
-  readonly writer: string
-  readonly seq: number
-}
-
-const JournalPattern = /^([0-9A-Za-z]{1,16})-([1-9][0-9]{0,9})-([0-9a-f]{32})-([0-9]{6})\.jsonl$/
-const parseJournalName = (name: string): JournalName | undefined => {
-  const match = JournalPattern.exec(name)
-  if (match === null) return undefined
-  const [, boot = "", pid = "", token = "", seq = ""] = match
-  return { name, boot, pid: Number(pid), writer: `${boot}-${pid}-${token}`, seq: Number(seq) }
-}
-
-/** The complete lines of a journal past `from`, and the offset after the last of them. */
-interface JournalTail {
-  readonly entries: ReadonlyArray<IndexEntry>
-  readonly end: number
-  readonly size: number
-}
 
 export interface SummaryIndexDeps {
   readonly fs: Files
@@ -359,16 +153,23 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       })
 
     /**
-     * Entries (newest first) as segments: one, or parts of `segmentEntries` when there are more
-     * than twice that; each part's lower bound is the next part's newest key, the last keeps `lower`.
+     * Entries (newest first) as segments: one, or even parts of at least `segmentEntries` when there
+     * are more than twice that; each part's lower bound is the next part's newest key, the last
+     * keeps `lower`.
      */
     const writeSegments = (sorted: ReadonlyArray<IndexEntry>, lower: Key | null) =>
       Effect.gen(function* () {
         const parts: Array<ReadonlyArray<IndexEntry>> = []
-        if (sorted.length <= 2 * segmentEntries) parts.push(sorted)
-        else
-          for (let at = 0; at < sorted.length; at += segmentEntries)
-            parts.push(sorted.slice(at, at + segmentEntries))
+        // Even parts of at least `segmentEntries`, their sizes at most one apart (2,001 entries
+        // make two of 1,001 and 1,000, never a third of one).
+        const count = sorted.length <= 2 * segmentEntries ? 1 : Math.floor(sorted.length / segmentEntries)
+        for (let part = 0; part < count; part++)
+          parts.push(
+            sorted.slice(
+              Math.floor((part * sorted.length) / count),
+              Math.floor(((part + 1) * sorted.length) / count)
+            )
+          )
         const infos: Array<SegmentInfo> = []
         for (const [n, part] of parts.entries()) {
           const next = parts[n + 1]?.[0]
@@ -451,20 +252,15 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
         const found = yield* journals
         const latest = new Map<string, IndexEntry>()
         const covers: Record<string, number> = {}
-        const sizes = new Map<string, number>()
         let count = 0
         let pending = 0
         for (const journal of found) {
           const from = manifest.covers[journal.name] ?? 0
           // A journal folded to its end (most of them) costs one stat, not an open and a read.
-          const size = yield* fs.stat(path.join(journalDir, journal.name)).pipe(
-            Effect.map((info) => Number(info.size)),
-            Effect.orElseSucceed(() => 0)
-          )
+          const size = yield* sizeOf(path.join(journalDir, journal.name))
           const tail =
             size <= from ? { entries: [], end: from, size } : yield* readJournal(journal.name, from)
           covers[journal.name] = tail.end
-          sizes.set(journal.name, tail.size)
           count += tail.entries.length
           if (tail.entries.length > 0) pending += 1
           for (const entry of tail.entries) {
@@ -472,7 +268,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
             if (known === undefined || entry.revision > known.revision) latest.set(entry.task_id, entry)
           }
         }
-        return { latest, covers, sizes, count, pending, found }
+        return { latest, covers, count, pending, found }
       })
 
     const segmentReader = () => {
@@ -498,16 +294,28 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       Effect.gen(function* () {
         const changed = new Map<string, IndexEntry>()
         const outdated = new Map<string, IndexEntry>()
+        const bySegment = new Map<number, Array<IndexEntry>>()
         for (const entry of latest.values()) {
-          const info = manifest.segments[segmentOf(manifest.segments, keyOf(entry))]
+          const index = segmentOf(manifest.segments, keyOf(entry))
+          const group = bySegment.get(index) ?? []
+          group.push(entry)
+          bySegment.set(index, group)
+        }
+        for (const [index, group] of bySegment) {
+          const info = manifest.segments[index]
           if (info === undefined) continue
-          const stored = findEntry(yield* segment(info.file), entry.task_id)
-          if (stored === "damaged")
-            return yield* new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
-          // A tail entry no newer than the snapshot's was folded (or rebuilt) already.
-          if (stored !== undefined && stored.revision >= entry.revision) continue
-          changed.set(entry.task_id, entry)
-          if (stored !== undefined) outdated.set(entry.task_id, stored)
+          const text = yield* segment(info.file)
+          // A few look-ups search the text; more read where each id's line starts, once.
+          const find = group.length > 4 ? entryFinder(text) : (taskId: string) => findEntry(text, taskId)
+          for (const entry of group) {
+            const stored = find(entry.task_id)
+            if (stored === "damaged")
+              return yield* new Damaged({ message: `${info.file}: a line is not an entry`, kind: "damaged" })
+            // A tail entry no newer than the snapshot's was folded (or rebuilt) already.
+            if (stored !== undefined && stored.revision >= entry.revision) continue
+            changed.set(entry.task_id, entry)
+            if (stored !== undefined) outdated.set(entry.task_id, stored)
+          }
         }
         return { changed, outdated }
       })
@@ -558,7 +366,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       if (first === undefined) return
       yield* writeManifest({ version: 1, covers: tail.covers, segments: [first, ...rest] })
       yield* Effect.forEach(replaced, (file) => removeIfExists(fs, segmentPath(file)), { discard: true })
-      yield* dropFinishedJournals(tail.found, tail.covers, tail.sizes)
+      yield* dropFinishedJournals(tail.found, tail.covers)
     })
 
     const writeManifest = (manifest: Manifest) => writeFileHint(manifestFile, `${JSON.stringify(manifest)}\n`)
@@ -569,22 +377,35 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
      */
     const dropFinishedJournals = (
       found: ReadonlyArray<JournalName>,
-      covers: Readonly<Record<string, number>>,
-      sizes: ReadonlyMap<string, number>
+      covers: Readonly<Record<string, number>>
     ) =>
       Effect.gen(function* () {
         const latestSeq = new Map<string, number>()
         for (const journal of found)
           latestSeq.set(journal.writer, Math.max(latestSeq.get(journal.writer) ?? 0, journal.seq))
         for (const journal of found) {
-          if (covers[journal.name] !== sizes.get(journal.name)) continue
+          const cover = covers[journal.name]
+          if (cover === undefined) continue
+          // The writer first: once it will not append again, the size it has now is final, and
+          // the journal goes only if every byte of it is folded (it may have grown since it was read).
           const finished =
             journal.boot !== boot ||
             (latestSeq.get(journal.writer) ?? 0) > journal.seq ||
             !(yield* host.isAlive(journal.pid))
-          if (finished) yield* removeIfExists(fs, path.join(journalDir, journal.name))
+          if (!finished) continue
+          const file = path.join(journalDir, journal.name)
+          const size = yield* sizeOf(file)
+          if (size === cover) yield* removeIfExists(fs, file)
         }
       })
+
+    /** A file's size; 0 when it is gone (a journal removed by a compaction), a StorageError otherwise. */
+    const sizeOf = (file: string): Effect.Effect<number, StorageError> =>
+      fs.stat(file).pipe(
+        Effect.map((info) => Number(info.size)),
+        Effect.catchIf(isNotFound, () => Effect.succeed(0)),
+        Effect.mapError(toStorageError("stat", file))
+      )
 
     /**
      * Build the index anew from the records: each journal's size is taken first, then every
@@ -593,32 +414,54 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
      */
     const rebuildFrom = (records: Effect.Effect<Scan, StorageError>) =>
       Effect.gen(function* () {
-        // First: an append that fails from here on marks the index stale again, for the next reader.
-        yield* removeIfExists(fs, staleFlag).pipe(Effect.ignore)
-        const found = yield* journals.pipe(Effect.orElseSucceed((): ReadonlyArray<JournalName> => []))
-        const covers: Record<string, number> = {}
-        const sizes = new Map<string, number>()
-        for (const journal of found) {
-          const info = yield* fs.stat(path.join(journalDir, journal.name)).pipe(Effect.option)
-          if (Option.isSome(info)) {
-            covers[journal.name] = Number(info.value.size)
-            sizes.set(journal.name, Number(info.value.size))
-          }
-        }
-        const scan = yield* records
-        // The index is a hint: one that cannot be written now is marked stale and left for the
-        // next reader, and whoever asked for the scan gets it all the same.
-        yield* writeRebuilt(scan, covers).pipe(
-          Effect.zipRight(dropFinishedJournals(found, covers, sizes)),
-          Effect.catchAll((error) =>
-            Effect.zipRight(
-              Effect.logWarning(`summary index not rebuilt: ${error.message}`),
-              touch(fs, staleFlag).pipe(Effect.ignore)
-            )
-          )
+        // First the stale flag is claimed (renamed to a name of this process's): an append that
+        // fails from here on makes a new one, for the next reader. The claim is removed once the
+        // new manifest is in place; a rebuild that fails or is interrupted puts the flag back,
+        // and one whose process dies leaves its claim, which the next open turns back into the flag.
+        const claim = path.join(summaryDir, staleClaimName(host.pid, yield* host.token))
+        const claimed = yield* fs.rename(staleFlag, claim).pipe(
+          Effect.as(true),
+          Effect.orElseSucceed(() => false)
         )
-        return scan
+        const giveBack = claimed ? fs.rename(claim, staleFlag).pipe(Effect.ignore) : Effect.void
+        return yield* Effect.onExit(
+          Effect.gen(function* () {
+            const found = yield* journals.pipe(Effect.orElseSucceed((): ReadonlyArray<JournalName> => []))
+            const covers: Record<string, number> = {}
+            for (const journal of found) {
+              const size = yield* sizeOf(path.join(journalDir, journal.name)).pipe(Effect.option)
+              if (Option.isSome(size)) covers[journal.name] = size.value
+            }
+            const scan = yield* records
+            // The index is a hint: one that cannot be written now is marked stale and left for the
+            // next reader, and whoever asked for the scan gets it all the same.
+            const written = yield* writeRebuilt(scan, covers).pipe(
+              Effect.zipRight(dropFinishedJournals(found, covers)),
+              Effect.as(true),
+              Effect.catchAll((error) =>
+                Effect.as(Effect.logWarning(`summary index not rebuilt: ${error.message}`), false)
+              )
+            )
+            if (written && claimed) yield* removeIfExists(fs, claim).pipe(Effect.ignore)
+            if (!written) yield* touch(fs, staleFlag).pipe(Effect.ignore)
+            return scan
+          }),
+          (exit) => (Exit.isSuccess(exit) ? Effect.void : giveBack)
+        )
       })
+
+    /**
+     * Stale-flag claims of rebuilds whose process is gone (killed mid-rebuild) become the flag
+     * again, so that the next reader rebuilds. Run at open: index/summary holds a few files.
+     */
+    const restoreAbandonedClaims = Effect.gen(function* () {
+      for (const name of yield* listDirectory(fs, summaryDir)) {
+        const pid = pidOfStaleClaim(name)
+        if (pid === undefined || (yield* host.isAlive(pid))) continue
+        yield* touch(fs, staleFlag)
+        yield* removeIfExists(fs, path.join(summaryDir, name))
+      }
+    })
 
     /** Write the segments and the manifest of a rebuild, then remove every older segment. */
     const writeRebuilt = (scan: Scan, covers: Readonly<Record<string, number>>) =>
@@ -652,6 +495,24 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       )
     const rebuild = rebuildWith(deps.scan)
 
+    /**
+     * A reader's rebuild: under the lock, only if the index still needs one (a reader that waited
+     * for another's rebuild reads that one), and without a scan of its own when it cannot rebuild
+     * (the caller answers from the records, once).
+     */
+    const rebuildIfNeeded: Effect.Effect<void> = underIndexLock(
+      Effect.gen(function* () {
+        const stale = yield* fs.exists(staleFlag).pipe(Effect.mapError(toStorageError("read", staleFlag)))
+        const current = yield* readManifest
+        if (!stale && current !== "damaged" && Option.isSome(current)) return
+        yield* rebuildFrom(deps.scan)
+      }),
+      120_000
+    ).pipe(
+      Effect.catchAll((error) => Effect.logWarning(`summary index not rebuilt: ${error.message}`)),
+      Effect.asVoid
+    )
+
     /** Fold the tail unless another process holds the index; a failure is only logged. */
     const compact: Effect.Effect<void> = underIndexLock(compactBody, 0).pipe(
       Effect.asVoid,
@@ -667,13 +528,14 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
     const view: Effect.Effect<Option.Option<View>, StorageError> = Effect.gen(function* () {
       let rebuilt = false
       let compacted = false
+      let missing = 0
       for (let attempt = 0; attempt < 5; attempt++) {
         const stale = yield* fs.exists(staleFlag).pipe(Effect.mapError(toStorageError("read", staleFlag)))
         const current = yield* readManifest
         if (stale || current === "damaged" || Option.isNone(current)) {
           // Rebuilt once already and still not readable: the records answer.
           if (rebuilt) return Option.none()
-          yield* rebuild
+          yield* rebuildIfNeeded
           rebuilt = true
           continue
         }
@@ -695,6 +557,9 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
         if (Either.isLeft(read)) {
           if (read.left._tag === "StorageError") return yield* read.left
           yield* markIfDamaged(read.left)
+          // A segment missing once is a compaction that replaced it meanwhile; missing again and
+          // again, it is gone (removed by hand): the index is rebuilt.
+          if (read.left.kind === "missing" && ++missing >= 3) yield* touch(fs, staleFlag).pipe(Effect.ignore)
           continue
         }
         if (read.right === "changed") continue
@@ -866,7 +731,11 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
           Effect.gen(function* () {
             const open = yield* openJournal
             const bytes = utf8(`${encodeEntry(entry)}\n`)
-            yield* open.file.writeAll(bytes).pipe(Effect.mapError(toStorageError("write", journalDir)))
+            // Given up while the permit is held: no other append can come after a partial line.
+            yield* open.file.writeAll(bytes).pipe(
+              Effect.mapError(toStorageError("write", journalDir)),
+              Effect.tapError(() => abandonJournal)
+            )
             open.size += bytes.length
             appended += 1
             return appended % compactAtEntries === 0
@@ -875,13 +744,12 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
         .pipe(
           Effect.flatMap((due) => (due ? Effect.asVoid(Effect.forkIn(compact, scope)) : Effect.void)),
           Effect.catchAll((error) =>
-            Effect.all([
+            Effect.zipRight(
               Effect.logWarning(
                 `summary index entry not written (the index will be rebuilt): ${error.message}`
               ),
-              touch(fs, staleFlag).pipe(Effect.ignore),
-              abandonJournal
-            ])
+              touch(fs, staleFlag).pipe(Effect.ignore)
+            )
           )
         )
 
@@ -905,8 +773,8 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       /** `rebuild` from the given scan: after a reboot, before the store is open. */
       rebuildWith,
       /** For tests and benchmarks: fold the tail now. */
-      compact
+      compact,
+      /** At open: the stale flag back from rebuilds whose process died. */
+      restoreAbandonedClaims
     }
   })
-
-export type SummaryIndex = Effect.Effect.Success<ReturnType<typeof makeSummaryIndex>>
