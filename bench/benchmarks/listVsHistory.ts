@@ -15,16 +15,16 @@
  * (a quick check that the benchmark works; its series are then named `…/history-N`).
  */
 import * as FileSystem from "@effect/platform/FileSystem"
-import { Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { lstatSync, mkdirSync, readdirSync } from "node:fs"
 import path from "node:path"
-import type { TaskId } from "../../src/index.js"
-import { ClientRequestId, DefaultLeaseMillis, Host, TaskStore } from "../../src/index.js"
+import { Host, TaskStore } from "../../src/index.js"
 import { EchoProviderName } from "../../src/domain/provider.js"
 import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 import { DefaultListLimit } from "../../src/store/shared.js"
 import type { Benchmark } from "../harness.js"
+import { finishTasks, submitTasks } from "../history.js"
 import { now } from "../timing.js"
 
 /** Queued tasks on each root. */
@@ -42,15 +42,8 @@ const Judged = ["first-page", "complete-page", "queued-page", "provider-page", "
 /** Each large-history series at most this many times the small one's, and under this many ms. */
 const MaxRatio = 2
 const UnderMillis = 50
-/** Submissions and completions in flight while a root is filled (setup only). */
-const FillConcurrency = 16
 /** A progress line every this many tasks while a root is filled. */
 const ProgressEvery = 10_000
-const WorkerId = "bench-worker"
-
-const echoPayload = (label: string) => ({
-  prompt: `${label}: the quick brown fox jumps over the lazy dog`
-})
 
 /**
  * The FileSystem the store runs on, except that fsync does nothing: for filling a root, never for
@@ -90,41 +83,11 @@ const progress = (log: (line: string) => void, what: string, total: number) => {
   })
 }
 
-/** Submit `count` tasks labelled `label`; returns their ids. */
-const submitTasks = (label: string, count: number, tick: Effect.Effect<void> = Effect.void) =>
-  Effect.flatMap(TaskStore, (store) =>
-    Effect.forEach(
-      Array.from({ length: count }, (_, n) => n),
-      (n) =>
-        Effect.map(
-          store.submit({
-            clientRequestId: ClientRequestId.make(`${label}-${n}`),
-            payload: echoPayload(`${label}/${n}`)
-          }),
-          (receipt) => receipt.task_id
-        ).pipe(Effect.tap(() => tick)),
-      { concurrency: FillConcurrency }
-    )
-  )
-
 /** Finish `count` tasks the way a worker does (claim, then complete with echo's result), then queue some. */
 const fillRoot = (series: string, count: number, log: (line: string) => void) =>
   Effect.gen(function* () {
-    const store = yield* TaskStore
     const ids = yield* submitTasks("history", count, progress(log, `${series}: submitted`, count))
-    const finished = progress(log, `${series}: finished`, count)
-    yield* Effect.forEach(
-      ids,
-      (taskId: TaskId) =>
-        Effect.gen(function* () {
-          const claimed = yield* store.claim(taskId, { workerId: WorkerId, leaseMillis: DefaultLeaseMillis })
-          if (Option.isNone(claimed)) return yield* Effect.dieMessage(`could not claim ${taskId}`)
-          const { record, lease } = claimed.value
-          yield* store.complete(taskId, lease, { echo: record.payload, provider: "echo" })
-          yield* finished
-        }),
-      { concurrency: FillConcurrency, discard: true }
-    )
+    yield* finishTasks(ids, progress(log, `${series}: finished`, count))
     yield* submitTasks("queued", Queued)
   })
 

@@ -9,15 +9,15 @@
  */
 import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { mkdirSync, readdirSync } from "node:fs"
 import path from "node:path"
 import { defaultSettings } from "../../src/providers/settings.js"
-import type { TaskId } from "../../src/index.js"
-import { ClientRequestId, DefaultLeaseMillis, Host, runPass, TaskStore } from "../../src/index.js"
+import { DefaultLeaseMillis, Host, runPass } from "../../src/index.js"
 import type { Benchmark } from "../harness.js"
 import { now } from "../timing.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { BenchWorkerId, finishTasks, submitTasks } from "../history.js"
 import { providersLayer } from "../../src/providers/layer.js"
 
 /** Queued tasks per pass. */
@@ -28,14 +28,6 @@ const Histories = [
   { series: "history-1000", finished: 1_000 },
   { series: "history-10000", finished: 10_000 }
 ] as const
-/** Submissions and completions in flight while a root is filled (setup only). */
-const FillConcurrency = 16
-const WorkerId = "bench-worker"
-
-const echoPayload = (label: string) => ({
-  prompt: `${label}: the quick brown fox jumps over the lazy dog`
-})
-
 /** A file store over `root` with the providers `relaykeep worker` builds from default settings. */
 const openRoot = (root: string) =>
   ManagedRuntime.make(
@@ -47,42 +39,11 @@ const openRoot = (root: string) =>
   )
 type Root = ReturnType<typeof openRoot>
 
-/** Submit `count` tasks labelled `label`; returns their ids. */
-const submitTasks = (label: string, count: number) =>
-  Effect.flatMap(TaskStore, (store) =>
-    Effect.forEach(
-      Array.from({ length: count }, (_, n) => n),
-      (n) =>
-        Effect.map(
-          store.submit({
-            clientRequestId: ClientRequestId.make(`${label}-${n}`),
-            payload: echoPayload(`${label}/${n}`)
-          }),
-          (receipt) => receipt.task_id
-        ),
-      { concurrency: FillConcurrency }
-    )
-  )
-
 /** Finish `count` tasks the way a worker does: claim, then complete with echo's result. */
 const fillHistory = (count: number) =>
-  Effect.gen(function* () {
-    const store = yield* TaskStore
-    const ids = yield* submitTasks("history", count)
-    yield* Effect.forEach(
-      ids,
-      (taskId: TaskId) =>
-        Effect.gen(function* () {
-          const claimed = yield* store.claim(taskId, { workerId: WorkerId, leaseMillis: DefaultLeaseMillis })
-          if (Option.isNone(claimed)) return yield* Effect.dieMessage(`could not claim ${taskId}`)
-          const { record, lease } = claimed.value
-          yield* store.complete(taskId, lease, { echo: record.payload, provider: "echo" })
-        }),
-      { concurrency: FillConcurrency, discard: true }
-    )
-  })
+  Effect.flatMap(submitTasks("history", count), (ids) => finishTasks(ids))
 
-const pass = runPass({ workerId: WorkerId, leaseMillis: DefaultLeaseMillis })
+const pass = runPass({ workerId: BenchWorkerId, leaseMillis: DefaultLeaseMillis })
 
 const countRecords = (root: string) =>
   readdirSync(path.join(root, "tasks")).filter((name) => name.endsWith(".json")).length
