@@ -8,6 +8,9 @@
  *   index/summary/seg-<token>.jsonl                 a segment: the entries of one range of
  *                                                   submission order, newest first
  *   index/summary/stale                             a journal append failed: rebuild before use
+ *   index/summary/stale-<pid>-<token>               the flag, claimed by a rebuild at work
+ *
+ * (The lines and names of these files are in summaryFormat.ts.)
  *
  * An entry is a task's summary at one revision of its record (the count of writes the record has
  * had, kept in the record: `records.ts`). Every write of a record appends its entry to the
