@@ -1178,6 +1178,26 @@ describe("summary index: what a dead process leaves", () => {
   )
 
   it.scopedLive(
+    "a segment an interrupted compaction left, named by no manifest, goes at the next compaction",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        const { store } = yield* quietStoreWithWork(root, "orphan", 8)
+        const orphan = join(summaryDir(root), `seg-${"ef".repeat(16)}.jsonl`)
+        nodeFs.writeFileSync(orphan, "")
+        yield* compactNow(root, hostOf(Pids.a))
+        assert.isFalse(nodeFs.existsSync(orphan), "the orphan segment is gone")
+        const named = new Set(manifestOf(root).segments.map((info) => info.file))
+        assert.deepStrictEqual(
+          segmentNames(root).filter((name) => !named.has(name)),
+          [],
+          "every segment left is one the manifest names"
+        )
+        yield* assertAgrees(store, root, "after the compaction", [7])
+      })
+  )
+
+  it.scopedLive(
     "a task lock a dead process left is broken at open, once its record's entry is appended again",
     () =>
       Effect.gen(function* () {

@@ -326,8 +326,9 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
     /**
      * Fold the tail into the segments: each segment the tail touches is read, updated and
      * written anew (split when it grows past twice `segmentEntries`), then the manifest names the
-     * new segments and the new covers, then the old segments and the journals nobody will append
-     * to again (a writer that is gone, or one that has moved on to a later journal) are removed.
+     * new segments and the new covers, then every segment it does not name (those it replaced, and
+     * any an interrupted compaction left) and the journals nobody will append to again (a writer
+     * that is gone, or one that has moved on to a later journal) are removed.
      * Under the index lock; a reader of the old manifest that finds a segment gone reads again.
      */
     const compactBody = Effect.gen(function* () {
@@ -344,7 +345,6 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
         bySegment.set(index, group)
       }
       const segments: Array<SegmentInfo> = []
-      const replaced: Array<string> = []
       for (const [index, info] of manifest.segments.entries()) {
         const group = bySegment.get(index)
         if (group === undefined) {
@@ -363,16 +363,26 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
           if (known === undefined || entry.revision > known.revision) entries.set(entry.task_id, entry)
         }
         segments.push(...(yield* writeSegments([...entries.values()].sort(newestFirst), info.lower)))
-        replaced.push(info.file)
       }
       const [first, ...rest] = segments
       if (first === undefined) return
       yield* writeManifest({ version: 1, covers: tail.covers, segments: [first, ...rest] })
-      yield* Effect.forEach(replaced, (file) => removeIfExists(fs, segmentPath(file)), { discard: true })
+      yield* removeSegmentsBut([first, ...rest])
       yield* dropFinishedJournals(tail.found, tail.covers)
     })
 
     const writeManifest = (manifest: Manifest) => writeFileHint(manifestFile, `${JSON.stringify(manifest)}\n`)
+
+    /**
+     * Remove every segment the manifest just written does not name. Under the index lock no other
+     * compaction or rebuild is writing one, and a reader only reads the segments of a manifest.
+     */
+    const removeSegmentsBut = (named: ReadonlyArray<SegmentInfo>) =>
+      Effect.gen(function* () {
+        const kept = new Set(named.map((info) => info.file))
+        for (const name of yield* listDirectory(fs, summaryDir))
+          if (name.startsWith("seg-") && !kept.has(name)) yield* removeIfExists(fs, segmentPath(name))
+      })
 
     /**
      * Remove journals folded to their end whose writer will not append again: one of another
@@ -466,25 +476,17 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       }
     })
 
-    /** Write the segments and the manifest of a rebuild, then remove every older segment. */
+    /** Write the segments and the manifest of a rebuild, then remove every other segment. */
     const writeRebuilt = (scan: Scan, covers: Readonly<Record<string, number>>) =>
       Effect.gen(function* () {
         yield* ensureDirectory(fs, summaryDir)
         const sorted = scan.records
           .map((record) => entryOf(record, scan.revisions.get(record.task_id) ?? 0))
           .sort(newestFirst)
-        const previous = yield* Effect.map(listDirectory(fs, summaryDir), (names) =>
-          names.filter((name) => name.startsWith("seg-"))
-        )
         const [first, ...rest] = yield* writeSegments(sorted, null)
         if (first === undefined) return
-        const kept = new Set([first, ...rest].map((info) => info.file))
         yield* writeManifest({ version: 1, covers, segments: [first, ...rest] })
-        yield* Effect.forEach(
-          previous.filter((name) => !kept.has(name)),
-          (name) => removeIfExists(fs, segmentPath(name)),
-          { discard: true }
-        )
+        yield* removeSegmentsBut([first, ...rest])
       })
 
     const underIndexLock = <A, E>(body: Effect.Effect<A, E>, waitMillis: number) =>
