@@ -17,7 +17,7 @@ import * as nodeFs from "node:fs"
 import { join } from "node:path"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { TaskId } from "../../src/domain/ids.js"
-import type { JsonObject, Lease, TaskState } from "../../src/domain/Task.js"
+import type { JsonObject, Lease, TaskState, TaskSummary } from "../../src/domain/Task.js"
 import { TaskStates } from "../../src/domain/Task.js"
 import { nodeContextLayer } from "../../src/platform/nodeFiles.js"
 import { Host } from "../../src/services/Host.js"
@@ -30,6 +30,7 @@ import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
 import { scanRecords } from "../../src/store/file/scan.js"
 import type { SummaryIndexTuning } from "../../src/store/file/summaryIndex.js"
 import { makeSummaryIndex } from "../../src/store/file/summaryIndex.js"
+import { encodeEntry } from "../../src/store/file/summaryFormat.js"
 import { emptyStateCounts, pageOf } from "../../src/store/shared.js"
 import { spawnEnv } from "../support/environment.js"
 import type { HostOptions } from "../support/stores.js"
@@ -267,34 +268,9 @@ const assertRebuilt = (root: string, before: ReadonlyArray<string>, label: strin
 }
 
 /** A journal line as summaryIndex.ts writes it, for a task as the test wants it seen. */
-const journalLine = (
-  entry: {
-    readonly task_id: string
-    readonly client_request_id: string
-    readonly payload_sha256: string
-    readonly provider: string | null
-    readonly created_at: string
-    readonly updated_at: string
-    readonly started_at: string | null
-    readonly finished_at: string | null
-    readonly attempt: number
-  },
-  revision: number,
-  state: TaskState
-) =>
-  `${JSON.stringify({
-    revision,
-    task_id: entry.task_id,
-    client_request_id: entry.client_request_id,
-    payload_sha256: entry.payload_sha256,
-    state,
-    provider: entry.provider,
-    created_at: entry.created_at,
-    updated_at: entry.updated_at,
-    started_at: entry.started_at,
-    finished_at: entry.finished_at,
-    attempt: entry.attempt
-  })}\n`
+/** A journal line for `summary` at `revision`, in state `state`, as a writer appends it. */
+const journalLine = (summary: TaskSummary, revision: number, state: TaskState) =>
+  `${encodeEntry({ ...summary, revision, state })}\n`
 
 const revisionOnDisk = (root: string, taskId: string): unknown => {
   const json: unknown = JSON.parse(nodeFs.readFileSync(join(root, "tasks", `${taskId}.json`), "utf8"))
