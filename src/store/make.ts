@@ -24,7 +24,7 @@ import * as Transitions from "../domain/transitions.js"
 import type { Host } from "../services/Host.js"
 import type { ListRequest, TaskPage, TaskStoreShape, WorkerRegistry } from "../services/TaskStore.js"
 import type { ApplyStep } from "./shared.js"
-import { emptyStateCounts, pageOf, transitionOperations } from "./shared.js"
+import { countStates, pageOf, transitionOperations } from "./shared.js"
 
 /** Every record a scan found, and the damaged ones it met. */
 export interface ScanResult {
@@ -83,9 +83,11 @@ export const makeTaskStore = (
     )
 
   const check: TaskStoreShape["check"] = Effect.map(backend.scan, ({ records, invalid }) => {
-    const states = emptyStateCounts()
-    for (const record of records) states[record.state] += 1
-    return { records: records.length + invalid.length, states, invalid_records: invalid }
+    return {
+      records: records.length + invalid.length,
+      states: countStates(records),
+      invalid_records: invalid
+    }
   }).pipe(Effect.withSpan("TaskStore.check"))
 
   return {

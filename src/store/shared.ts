@@ -93,6 +93,15 @@ export const emptyStateCounts = (): Record<TaskState, number> => ({
   cancelled: 0
 })
 
+/** How many of `records` are in each state. */
+export const countStates = (
+  records: ReadonlyArray<{ readonly state: TaskState }>
+): Record<TaskState, number> => {
+  const states = emptyStateCounts()
+  for (const record of records) states[record.state] += 1
+  return states
+}
+
 export const claimantFor = (host: Host["Type"], workerId: string): Effect.Effect<Claimant> =>
   Effect.map(host.token, (owner_token) => ({
     worker_id: workerId,

@@ -21,7 +21,7 @@ import { Lock, lockTimeoutAsStorageError } from "../../services/Lock.js"
 import type { TaskStoreShape } from "../../services/TaskStore.js"
 import type { TaskStoreBackend } from "../make.js"
 import { makeTaskStore } from "../make.js"
-import { emptyStateCounts, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
+import { countStates, onceSuccessful, pageOf, readiness, transitionOperations } from "../shared.js"
 import {
   createIfAbsent,
   ensureDirectory,
@@ -68,7 +68,7 @@ export interface FileStoreOptions {
   /** The data root; created 0700 if missing. */
   readonly root: string
   readonly maxPayloadBytes?: number
-  /** The summary index's sizes (summaryIndex.ts); the defaults suit any root. */
+  /** The summary index's sizes (summaryIndex.ts); the defaults suit every root. */
   readonly summaryIndex?: Partial<SummaryIndexTuning> | undefined
 }
 
@@ -276,9 +276,9 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       })
 
     /**
-     * Read, apply a fenced transition, write durably, then move markers and append the summary
-     * index's entry; all under the task's lock, so that a task's entries are appended in the
-     * order of its revisions.
+     * Read, apply a fenced transition, write durably (the summary index's entry appended right
+     * after the rename, `save`), then move markers; all under the task's lock, so that a task's
+     * entries are appended in the order of its revisions.
      */
     const transition = <A, E>(
       taskId: TaskId,
@@ -543,7 +543,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             yield* fs.remove(temp).pipe(Effect.ignore)
             return yield* answerResubmit(markerIsOurs)
           }
-          // Its first entry in the summary index: any later write of the record appends one of a
+          // Its first entry in the summary index: every later write of the record appends one of a
           // higher revision, whichever lands first.
           yield* summary.append(entryOf(record, 0))
           // The marker is almost always still there: asked first, so that its creation (and the
@@ -606,13 +606,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
       ),
       counts: Effect.zipRight(
         openRoot,
-        summary.counts(
-          Effect.map(everything, ({ records }) => {
-            const states = emptyStateCounts()
-            for (const record of records) states[record.state] += 1
-            return states
-          })
-        )
+        summary.counts(Effect.map(everything, ({ records }) => countStates(records)))
       ).pipe(Effect.withSpan("TaskStore.counts")),
       workers
     }

@@ -126,7 +126,7 @@ export const taskIdOfQueuedMarker = (name: string): TaskId | undefined => {
 export const writerMarkerName = (bootId: string, pid: number, token: string): string =>
   `${bootTagOf(bootId)}-${pid}-${token}`
 
-/** Who left a writer marker; undefined for any other name. */
+/** Who left a writer marker; undefined for every other name. */
 export const writerOfMarker = (name: string): { readonly boot: string; readonly pid: number } | undefined => {
   const match = /^([0-9A-Za-z]{1,16})-([1-9][0-9]{0,9})-[0-9a-f]{32}$/.exec(name)
   return match?.[1] === undefined || match[2] === undefined

@@ -133,6 +133,21 @@ export const segmentOf = (segments: ReadonlyArray<SegmentInfo>, key: Key): numbe
   return index === -1 ? segments.length - 1 : index
 }
 
+/** Entries grouped by the index of the segment each falls in. */
+export const bySegment = (
+  manifest: Manifest,
+  entries: Iterable<IndexEntry>
+): Map<number, Array<IndexEntry>> => {
+  const groups = new Map<number, Array<IndexEntry>>()
+  for (const entry of entries) {
+    const index = segmentOf(manifest.segments, keyOf(entry))
+    const group = groups.get(index) ?? []
+    group.push(entry)
+    groups.set(index, group)
+  }
+  return groups
+}
+
 export const providerKey = (entry: IndexEntry): string => entry.provider ?? EchoProviderName
 
 /** The statistics of a segment's entries, as its manifest line keeps them. */

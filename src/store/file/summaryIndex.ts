@@ -54,6 +54,7 @@ import type { Layout } from "./layout.js"
 import { bootTagOf } from "./layout.js"
 import type { IndexEntry, JournalName, JournalTail, Key, Manifest, SegmentInfo } from "./summaryFormat.js"
 import {
+  bySegment,
   compareKeys,
   decodeEntry,
   decodeManifest,
@@ -297,14 +298,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       Effect.gen(function* () {
         const changed = new Map<string, IndexEntry>()
         const outdated = new Map<string, IndexEntry>()
-        const bySegment = new Map<number, Array<IndexEntry>>()
-        for (const entry of latest.values()) {
-          const index = segmentOf(manifest.segments, keyOf(entry))
-          const group = bySegment.get(index) ?? []
-          group.push(entry)
-          bySegment.set(index, group)
-        }
-        for (const [index, group] of bySegment) {
+        for (const [index, group] of bySegment(manifest, latest.values())) {
           const info = manifest.segments[index]
           if (info === undefined) continue
           const text = yield* segment(info.file)
@@ -327,7 +321,7 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
      * Fold the tail into the segments: each segment the tail touches is read, updated and
      * written anew (split when it grows past twice `segmentEntries`), then the manifest names the
      * new segments and the new covers, then every segment it does not name (those it replaced, and
-     * any an interrupted compaction left) and the journals nobody will append to again (a writer
+     * those an interrupted compaction left) and the journals nobody will append to again (a writer
      * that is gone, or one that has moved on to a later journal) are removed.
      * Under the index lock; a reader of the old manifest that finds a segment gone reads again.
      */
@@ -337,16 +331,10 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       const { manifest } = current.value
       const tail = yield* readTail(manifest)
       const segment = segmentReader()
-      const bySegment = new Map<number, Array<IndexEntry>>()
-      for (const entry of tail.latest.values()) {
-        const index = segmentOf(manifest.segments, keyOf(entry))
-        const group = bySegment.get(index) ?? []
-        group.push(entry)
-        bySegment.set(index, group)
-      }
+      const groups = bySegment(manifest, tail.latest.values())
       const segments: Array<SegmentInfo> = []
       for (const [index, info] of manifest.segments.entries()) {
-        const group = bySegment.get(index)
+        const group = groups.get(index)
         if (group === undefined) {
           segments.push(info)
           continue
