@@ -151,7 +151,13 @@ export const TaskRecord = Schema.Struct({
   /** A requeued task waits until then before a worker may claim it again. */
   not_before: Schema.optional(Timestamp),
   /** Someone asked to cancel the task while it was running; its worker stops it. */
-  cancel_requested_at: Schema.optional(Timestamp)
+  cancel_requested_at: Schema.optional(Timestamp),
+  /**
+   * How long its submitter asked for the finished task to be kept, in milliseconds (an MCP
+   * task's `ttl`); null when it asked for no limit, absent when it did not say. RelayKeep keeps
+   * every task until it is removed on purpose, so this is a floor it always meets.
+   */
+  ttl_ms: Schema.optional(Schema.NullOr(Integer({ minimum: 0 })))
 })
 export type TaskRecord = typeof TaskRecord.Type
 

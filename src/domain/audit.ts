@@ -25,6 +25,8 @@ export const AuditEntry = Schema.Struct({
   duration_ms: Schema.Number,
   arguments: Schema.Unknown,
   arguments_truncated: Schema.optional(ArgumentsTruncated),
+  /** The task the call made or asked about, or whose run ended (MCP tasks). */
+  task_id: Schema.optional(Schema.String),
   error: Schema.NullOr(Schema.Struct({ tag: Schema.String, message: Schema.String }))
 })
 export type AuditEntry = typeof AuditEntry.Type

@@ -185,3 +185,22 @@ export class UnknownMemory extends Schema.TaggedError<UnknownMemory>()("UnknownM
     return "id: no memory record has this id"
   }
 }
+
+/** `tasks/cancel` of a task that already finished: the protocol refuses it, and nothing changed. */
+export class TaskFinished extends Schema.TaggedError<TaskFinished>()("TaskFinished", {
+  taskId: Schema.String,
+  state: Schema.String
+}) {
+  override get message() {
+    return `task ${this.taskId} is already ${this.state}; a finished task cannot be cancelled`
+  }
+}
+
+/** A task this server process does not run was reported on as if it did (the SDK task-store adapter). */
+export class NotHeldHere extends Schema.TaggedError<NotHeldHere>()("NotHeldHere", {
+  taskId: Schema.String
+}) {
+  override get message() {
+    return `task ${this.taskId} is not running in this server process`
+  }
+}

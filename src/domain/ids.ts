@@ -52,3 +52,4 @@ export const ClientRequestId = PrintableKey.pipe(Schema.brand("ClientRequestId")
 export type ClientRequestId = typeof ClientRequestId.Type
 
 export const isTaskId = Schema.is(TaskId)
+export const isPayloadSha256 = Schema.is(PayloadSha256)

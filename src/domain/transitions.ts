@@ -35,6 +35,7 @@ export const newRecord = (input: {
   readonly payload: JsonObject
   readonly payloadSha256: PayloadSha256
   readonly now: number
+  readonly ttlMillis?: number | null | undefined
 }): TaskRecord => ({
   schema_version: 1,
   task_id: input.taskId,
@@ -50,7 +51,8 @@ export const newRecord = (input: {
   lease: null,
   result: null,
   error: null,
-  attempts: []
+  attempts: [],
+  ...(input.ttlMillis === undefined ? {} : { ttl_ms: input.ttlMillis })
 })
 
 /** A resubmission: the stored receipt when the payload is the same, a conflict otherwise. */

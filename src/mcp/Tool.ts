@@ -15,7 +15,18 @@ export type { Tier }
 export interface ToolContext {
   /** Report progress to the client, when it asked for it (a no-op otherwise). */
   readonly progress: (progress: number, total?: number, message?: string) => Effect.Effect<void>
+  /**
+   * Present when the client called the tool as an MCP task: how long it asked for the finished
+   * task to be kept (milliseconds; null for no limit).
+   */
+  readonly task?: { readonly ttl: number | null } | undefined
 }
+
+/**
+ * Whether a client may call a tool as an MCP task (the tool's `execution.taskSupport`): never
+ * (the default), when it asks, or only so.
+ */
+export type TaskSupport = "forbidden" | "optional" | "required"
 
 /** A failure a handler reports to the client: its tag and message become the error result. */
 export interface ToolFailure {
@@ -35,6 +46,18 @@ export interface ToolSpec<I, II, O, OI, E extends ToolFailure, R> {
   /** The tool reaches beyond this machine's RelayKeep data (default: false). */
   readonly openWorld?: boolean
   readonly timeout?: Duration.DurationInput
+  /**
+   * Whether a client may call it as an MCP task (default: forbidden). Called as a task, the
+   * handler runs in the server's background under a task kept in the queue's store (a server
+   * needs `McpTasks` for that), with the tool's timeout; the client polls `tasks/get` and
+   * fetches the answer with `tasks/result`, from this server process or a later one.
+   */
+  readonly taskSupport?: TaskSupport
+  /**
+   * The handler's answer is the receipt of a task it queued for a worker (`submit`). Called as
+   * an MCP task, that queued task is the MCP task: `tasks/result` answers with its outcome.
+   */
+  readonly queuedTask?: boolean
   readonly handler: (input: I, context: ToolContext) => Effect.Effect<O, E, R>
 }
 
@@ -49,6 +72,8 @@ export interface Tool<R> {
   readonly idempotent: boolean
   readonly openWorld: boolean
   readonly timeout: Duration.DurationInput | undefined
+  readonly taskSupport: TaskSupport
+  readonly queuedTask: boolean
   readonly inputJsonSchema: JSONSchema.JsonSchema7Root
   readonly outputJsonSchema: JSONSchema.JsonSchema7Root
   /**
@@ -94,6 +119,8 @@ export const defineTool = <I, II, O, OI, E extends ToolFailure, R>(
     idempotent: spec.idempotent ?? spec.tier === "read_only",
     openWorld: spec.openWorld ?? false,
     timeout: spec.timeout,
+    taskSupport: spec.taskSupport ?? "forbidden",
+    queuedTask: spec.queuedTask ?? false,
     inputJsonSchema: JSONSchema.make(spec.input),
     outputJsonSchema: JSONSchema.make(spec.output),
     prepare: (args) =>

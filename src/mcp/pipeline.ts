@@ -4,7 +4,9 @@
  * or only written for a read-only call that succeeded).
  * It never throws: every outcome, including a defect in a handler, becomes a result.
  */
-import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Duration, Effect, Either, Exit, Option } from "effect"
+import type { StorageError } from "../domain/errors.js"
+import { errorAnswer, okAnswer } from "../domain/mcpTask.js"
 import { isoTime } from "../domain/Task.js"
 import type { AuditStatus } from "../domain/audit.js"
 import type { AuditDurability } from "../services/AuditLog.js"
@@ -16,7 +18,7 @@ import type { AuditedArguments } from "./auditArguments.js"
 import { auditedArguments, deeperThan } from "./auditArguments.js"
 import { MaxArgumentDepth } from "./limits.js"
 import { redactMessage } from "../domain/redact.js"
-import type { Tool, ToolContext, ToolFailure } from "./Tool.js"
+import type { PreparedCall, Tool, ToolContext, ToolFailure } from "./Tool.js"
 
 /** What the transport knows about the call besides its arguments. */
 export interface CallContext extends ToolContext {
@@ -31,19 +33,15 @@ export interface ToolResult {
   readonly isError?: boolean
 }
 
-const errorResult = (error: ToolFailure): ToolResult => ({
-  // An error may quote what it was given; what goes back is scrubbed like the audit entry.
-  content: [{ type: "text", text: redactMessage(`${error._tag}: ${error.message}`) }],
-  isError: true
-})
+// An error may quote what it was given; what goes back is scrubbed like the audit entry.
+export const errorResult = (error: ToolFailure): ToolResult => errorAnswer(error._tag, error.message)
 
-const okResult = (encoded: unknown): ToolResult => {
-  const structured: Record<string, unknown> =
+export const okResult = (encoded: unknown): ToolResult =>
+  okAnswer(
     encoded !== null && typeof encoded === "object" && !Array.isArray(encoded)
       ? { ...encoded }
       : { value: encoded }
-  return { content: [{ type: "text", text: JSON.stringify(structured) }], structuredContent: structured }
-}
+  )
 
 /** The entry's `arguments`, and `arguments_truncated` only when something was cut. */
 const auditedFields = (audited: AuditedArguments) =>
@@ -68,18 +66,66 @@ const confirm = (request: ConfirmRequest): Effect.Effect<Decision> =>
     })
   )
 
-export const callTool = <R>(
+/** Append one audit entry for a call: what the pipeline writes, and what a task's run writes at its end. */
+export type AuditOutcome = (
+  status: AuditStatus,
+  error: ToolFailure | undefined,
+  options?: { readonly durability?: AuditDurability; readonly taskId?: string | undefined }
+) => Effect.Effect<void, StorageError, AuditLog>
+
+/**
+ * What a call does once its arguments decoded and it was permitted: run the tool, or create a
+ * task that runs it. Its success says how to audit it (the task it made, how durable the entry
+ * must be before the answer).
+ */
+export type Perform<R, A> = (
+  tool: Tool<R>,
+  prepared: PreparedCall<R>,
+  audit: AuditOutcome,
+  /** The call's arguments as the audit log keeps them: redacted and bounded. */
+  auditedArguments: unknown
+) => Effect.Effect<Performed<A>, ToolFailure, R | AuditLog>
+
+export interface Performed<A> {
+  readonly value: A
+  readonly taskId?: string | undefined
+  readonly durability: AuditDurability
+}
+
+/** The tool's handler under its timeout. */
+export const bounded = <R>(tool: Tool<R>, run: Effect.Effect<unknown, ToolFailure, R>) => {
+  const timeout = tool.timeout
+  return timeout === undefined
+    ? run
+    : Effect.timeoutFail(run, {
+        duration: timeout,
+        onTimeout: () => new ToolTimeout({ tool: tool.name, millis: Duration.toMillis(timeout) })
+      })
+}
+
+/** The audit status of a failure. */
+export const statusOf = (failure: ToolFailure): AuditStatus =>
+  failure instanceof ToolTimeout ? "timeout" : failure instanceof InvalidArguments ? "invalid" : "error"
+
+/**
+ * The pipeline: every call, whatever it asks for, is checked, permitted, performed and
+ * audited; the answer is what `perform` made, or the failure that stopped it (`AuditFailed`
+ * when its entry could not be written). It never fails: a defect in a handler becomes an
+ * `InternalError`.
+ */
+export const auditedCall = <R, A>(
   tools: ReadonlyMap<string, Tool<R>>,
   name: string,
   args: unknown,
-  context: CallContext
-): Effect.Effect<ToolResult, never, R | AuditLog> =>
+  context: CallContext,
+  perform: Perform<R, A>
+): Effect.Effect<Either.Either<A, ToolFailure>, never, R | AuditLog> =>
   Effect.gen(function* () {
     const audit = yield* AuditLog
     const started = yield* Clock.currentTimeMillis
     // Bounded and redacted before anything else looks at them; deep arguments are not recursed into.
     const audited = auditedArguments(args ?? {})
-    const record = (status: AuditStatus, error: ToolFailure | undefined, durability: AuditDurability) =>
+    const record: AuditOutcome = (status, error, options = {}) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
         audit.append(
           {
@@ -89,9 +135,10 @@ export const callTool = <R>(
             status,
             duration_ms: now - started,
             ...auditedFields(audited),
+            ...(options.taskId === undefined ? {} : { task_id: options.taskId }),
             error: error ? { tag: error._tag, message: redactMessage(error.message) } : null
           },
-          { durability }
+          { durability: options.durability ?? "synced" }
         )
       )
     /**
@@ -103,24 +150,22 @@ export const callTool = <R>(
     const answer = (
       status: AuditStatus,
       error: ToolFailure | undefined,
-      result: ToolResult,
-      durability: AuditDurability = "synced"
+      result: Either.Either<A, ToolFailure>,
+      options?: Parameters<AuditOutcome>[2]
     ) =>
-      record(status, error, durability).pipe(
+      record(status, error, options).pipe(
         Effect.as(result),
         Effect.catchAll((failure) =>
           Effect.as(
             Effect.logError(redactMessage(`audit append failed: ${failure.message}`)),
-            errorResult({
+            Either.left<ToolFailure>({
               _tag: "AuditFailed",
-              message: redactMessage(
-                `the call ${status === "ok" ? "ran" : "ended"}, but could not be audited: ${failure.message}`
-              )
+              message: `the call ${status === "ok" ? "ran" : "ended"}, but could not be audited: ${failure.message}`
             })
           )
         )
       )
-    const fail = (status: AuditStatus, error: ToolFailure) => answer(status, error, errorResult(error))
+    const fail = (status: AuditStatus, error: ToolFailure) => answer(status, error, Either.left(error))
 
     const tool = tools.get(name)
     if (tool === undefined) return yield* fail("invalid", new UnknownTool({ tool: name }))
@@ -146,33 +191,14 @@ export const callTool = <R>(
         return yield* fail("denied", new PermissionDenied({ tool: name, reason: decision.reason }))
     }
 
-    const run = prepared.right(context)
-    const timeout = tool.timeout
-    const bounded =
-      timeout === undefined
-        ? run
-        : Effect.timeoutFail(run, {
-            duration: timeout,
-            onTimeout: () => new ToolTimeout({ tool: name, millis: Duration.toMillis(timeout) })
-          })
-    const exit = yield* Effect.exit(bounded)
+    const exit = yield* Effect.exit(perform(tool, prepared.right, record, audited.arguments))
     if (Exit.isSuccess(exit))
-      return yield* answer(
-        "ok",
-        undefined,
-        okResult(exit.value),
-        tool.tier === "read_only" ? "written" : "synced"
-      )
+      return yield* answer("ok", undefined, Either.right(exit.value.value), {
+        durability: exit.value.durability,
+        taskId: exit.value.taskId
+      })
     const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) {
-      const status: AuditStatus =
-        failure.value instanceof ToolTimeout
-          ? "timeout"
-          : failure.value instanceof InvalidArguments
-            ? "invalid"
-            : "error"
-      return yield* fail(status, failure.value)
-    }
+    if (Option.isSome(failure)) return yield* fail(statusOf(failure.value), failure.value)
     yield* Effect.logError(`tool ${name} died`, exit.cause)
     return yield* fail("error", {
       _tag: "InternalError",
@@ -196,6 +222,30 @@ export const callTool = <R>(
       ).pipe(Effect.ignore)
     ),
     Effect.withSpan("Pipeline.call", { attributes: { tool: name } })
+  )
+
+/**
+ * Perform a call by running the tool under its timeout. Its entry is fsynced before the answer,
+ * but only written for a read-only tool (its fsync follows at once).
+ */
+export const runTool =
+  <R>(context: CallContext): Perform<R, unknown> =>
+  (tool, prepared) =>
+    Effect.map(bounded(tool, prepared(context)), (value) => ({
+      value,
+      durability: tool.tier === "read_only" ? ("written" as const) : ("synced" as const)
+    }))
+
+/** A tool call answered by running the tool: its result, or an error result `Tag: message`. */
+export const callTool = <R>(
+  tools: ReadonlyMap<string, Tool<R>>,
+  name: string,
+  args: unknown,
+  context: CallContext
+): Effect.Effect<ToolResult, never, R | AuditLog> =>
+  Effect.map(
+    auditedCall(tools, name, args, context, runTool(context)),
+    Either.match({ onLeft: errorResult, onRight: okResult })
   )
 
 /** Index tools by name; a duplicate name is a programming error. */

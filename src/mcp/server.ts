@@ -4,15 +4,33 @@
  * JSON Schemas are generated from them and served through the low-level handlers.)
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  CallToolResultSchema,
+  CancelTaskRequestSchema,
+  CancelTaskResultSchema,
+  CreateTaskResultSchema,
+  ErrorCode,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  GetTaskResultSchema,
+  ListTasksRequestSchema,
+  ListTasksResultSchema,
+  ListToolsRequestSchema,
+  RELATED_TASK_META_KEY
+} from "@modelcontextprotocol/sdk/types.js"
 import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
-import { Effect, Runtime } from "effect"
+import type { Scope } from "effect"
+import { Effect, Either, Option, Runtime, Stream } from "effect"
+import { redactMessage } from "../domain/redact.js"
 import type { AuditLog } from "../services/AuditLog.js"
+import { McpTasks } from "../services/McpTasks.js"
 import { argumentsAsSent } from "./jsonRpcMessage.js"
 import type { CallContext } from "./pipeline.js"
-import { callTool, toolMap } from "./pipeline.js"
-import type { Tool } from "./Tool.js"
+import { auditedCall, errorResult, okResult, runTool, toolMap } from "./pipeline.js"
+import { performAsTask, TaskSupportMismatch, taskRequest, taskRequestTools } from "./taskCalls.js"
+import type { Tool, ToolFailure } from "./Tool.js"
 
 export interface ServerSpec<R> {
   readonly name: string
@@ -56,8 +74,45 @@ export const describeTool = <R>(tool: Tool<R>) => {
       destructiveHint: tool.tier === "destructive",
       idempotentHint: tool.idempotent,
       openWorldHint: tool.openWorld
-    }
+    },
+    ...(tool.taskSupport === "forbidden" ? {} : { execution: { taskSupport: tool.taskSupport } })
   }
+}
+
+/**
+ * A JSON-RPC error as the SDK sends one: its `code`, and the message as it is (an `McpError`
+ * would send its message with "MCP error N: " before it, which the client prefixes again).
+ */
+class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+/** The JSON-RPC error a refused task request is answered with: its code, and `Tag: message`. */
+const rpcError = (error: ToolFailure): RpcError => {
+  const code =
+    error instanceof TaskSupportMismatch
+      ? ErrorCode.MethodNotFound
+      : ["InvalidArguments", "UnknownTool", "UnknownTask", "HashMismatch", "TaskFinished"].includes(
+            error._tag
+          )
+        ? ErrorCode.InvalidParams
+        : ErrorCode.InternalError
+  return new RpcError(code, redactMessage(`${error._tag}: ${error.message}`))
+}
+
+/** The value, or the JSON-RPC error the failure is. */
+const orRpcError = <A>(result: Either.Either<A, ToolFailure>): A => Either.getOrThrowWith(result, rpcError)
+
+/** A request's params without `_meta` (a progress token, a related task), which are not arguments. */
+const withoutMeta = (params: { readonly [key: string]: unknown } | undefined): Record<string, unknown> => {
+  const { _meta, ...rest } = params ?? {}
+  void _meta
+  return rest
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
@@ -104,34 +159,121 @@ const callContext = (
   }
 }
 
-/** Build an SDK server whose handlers run the pipeline in the current Effect context. */
+/**
+ * Build an SDK server whose handlers run the pipeline in the current Effect context. A server
+ * with a tool that can run as a task advertises the `tasks` capability and answers the
+ * `tasks/*` requests through `McpTasks`, which it then needs in context; while it is connected,
+ * it sends `notifications/tasks/status` when a task it made or was asked about changes.
+ */
 export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<R | AuditLog>()
     const tools = toolMap(spec.tools)
+    const taskTool = spec.tools.find((tool) => tool.taskSupport !== "forbidden")
+    const tasks = yield* Effect.serviceOption(McpTasks)
+    if (taskTool !== undefined && Option.isNone(tasks))
+      return yield* Effect.dieMessage(
+        `${spec.name}: the tool ${taskTool.name} can run as a task, so the server needs McpTasks (mcpTasksLayer)`
+      )
+    const withTasks = taskTool !== undefined
     const server = new Server(
       { name: spec.name, version: spec.version },
-      { capabilities: { tools: {} }, instructions: spec.instructions }
+      {
+        capabilities: {
+          tools: {},
+          ...(withTasks ? { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } } : {})
+        },
+        instructions: spec.instructions
+      }
     )
     server.setRequestHandler(ListToolsRequestSchema, () =>
       Promise.resolve({ tools: spec.tools.map(describeTool) })
     )
     const inFlight = new Set<Promise<unknown>>()
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
-      const call = Runtime.runPromise(runtime)(
-        callTool(
-          tools,
-          request.params.name,
-          argumentsAsSent(request.params.arguments),
-          callContext(server, spec.name, request.params._meta?.progressToken, extra)
-        ),
-        { signal: extra.signal }
-      )
+    const run = <A>(effect: Effect.Effect<A, never, R | AuditLog>, extra: Extra): Promise<A> => {
+      const call = Runtime.runPromise(runtime)(effect, { signal: extra.signal })
       inFlight.add(call)
       void call.finally(() => inFlight.delete(call)).catch(() => undefined)
       return call
+    }
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+      const { name, task } = request.params
+      const context = callContext(server, spec.name, request.params._meta?.progressToken, extra)
+      const args = argumentsAsSent(request.params.arguments)
+      if (task !== undefined)
+        return run(
+          auditedCall(tools, name, args, context, performAsTask(context, task.ttl ?? null)),
+          extra
+        ).then((created) => CreateTaskResultSchema.parse({ task: orRpcError(created) }))
+      const plain = runTool<R>(context)
+      return run(
+        auditedCall(tools, name, args, context, (tool, prepared, audit, audited) =>
+          tool.taskSupport === "required"
+            ? Effect.fail(new TaskSupportMismatch({ tool: name, support: tool.taskSupport }))
+            : plain(tool, prepared, audit, audited)
+        ),
+        extra
+      ).then((result) =>
+        Either.isLeft(result) && result.left instanceof TaskSupportMismatch
+          ? Promise.reject(rpcError(result.left))
+          : Either.match(result, { onLeft: errorResult, onRight: okResult })
+      )
     })
+    if (withTasks && Option.isSome(tasks)) {
+      const engine = tasks.value
+      const requests = toolMap(taskRequestTools)
+      const answer = (
+        method: string,
+        params: { readonly [key: string]: unknown } | undefined,
+        extra: Extra
+      ) => {
+        const progressToken = extra._meta?.progressToken
+        const context = callContext(server, spec.name, progressToken, extra)
+        return run(
+          Effect.provideService(
+            taskRequest(requests, method, withoutMeta(params), context),
+            McpTasks,
+            engine
+          ),
+          extra
+        ).then(orRpcError)
+      }
+      server.setRequestHandler(GetTaskRequestSchema, (request, extra) =>
+        answer("tasks/get", request.params, extra).then((task) => GetTaskResultSchema.parse(task))
+      )
+      server.setRequestHandler(GetTaskPayloadRequestSchema, (request, extra) =>
+        answer("tasks/result", request.params, extra).then((result) =>
+          CallToolResultSchema.parse({
+            ...Object(result),
+            _meta: { [RELATED_TASK_META_KEY]: { taskId: request.params.taskId } }
+          })
+        )
+      )
+      server.setRequestHandler(ListTasksRequestSchema, (request, extra) =>
+        answer("tasks/list", request.params, extra).then((page) => ListTasksResultSchema.parse(page))
+      )
+      server.setRequestHandler(CancelTaskRequestSchema, (request, extra) =>
+        answer("tasks/cancel", request.params, extra).then((task) => CancelTaskResultSchema.parse(task))
+      )
+    }
     /** Settles once every call received so far has been answered (or failed). */
     const drain = Effect.promise(() => Promise.allSettled([...inFlight]))
-    return { server, drain }
+    /**
+     * While connected, tell the client of each change of a task it made or asked about. Runs
+     * until the scope closes; a notification that cannot be sent (no client yet) is dropped.
+     */
+    const notifyTaskChanges: Effect.Effect<void, never, Scope.Scope> = Option.match(tasks, {
+      onNone: () => Effect.void,
+      onSome: (found) =>
+        found.changes.pipe(
+          Stream.runForEach((task) =>
+            Effect.tryPromise(() =>
+              server.notification({ method: "notifications/tasks/status", params: task })
+            ).pipe(Effect.ignore)
+          ),
+          Effect.forkScoped,
+          Effect.asVoid
+        )
+    })
+    return { server, drain, notifyTaskChanges }
   })

@@ -11,12 +11,13 @@ import { LineTransport } from "./stdioTransport.js"
 export const serveStdio = <R>(spec: ServerSpec<R>) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const { server, drain } = yield* makeMcpServer(spec)
+      const { server, drain, notifyTaskChanges } = yield* makeMcpServer(spec)
       const transport = new LineTransport()
       yield* Effect.acquireRelease(
         Effect.promise(() => server.connect(transport)),
         () => Effect.promise(() => server.close()).pipe(Effect.ignore)
       )
+      yield* notifyTaskChanges
       yield* Effect.logDebug(`${spec.name} serving on stdio`)
       yield* Effect.async<void>((resume) => {
         const done = () => resume(Effect.void)

@@ -31,6 +31,12 @@ import type {
 export interface SubmitRequest {
   readonly clientRequestId: ClientRequestId
   readonly payload: JsonObject
+  /**
+   * How long the finished task should be kept, in milliseconds; null for no limit (an MCP
+   * task's `ttl`). Kept in the record as the first submission gave it; a resubmission's is
+   * ignored, like everything else of it but the payload.
+   */
+  readonly ttlMillis?: number | null | undefined
 }
 
 export interface ClaimRequest {

@@ -101,7 +101,8 @@ export const makeTaskStore = (
         clientRequestId: request.clientRequestId,
         payload: request.payload,
         payloadSha256: prepared.sha,
-        now: yield* Clock.currentTimeMillis
+        now: yield* Clock.currentTimeMillis,
+        ttlMillis: request.ttlMillis
       })
       const existing = yield* backend.insertIfAbsent(record)
       return Option.isSome(existing)

@@ -19,6 +19,7 @@ import type { Provider } from "../services/Provider.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { DefaultCancelPollMillis, runAttempt } from "./attempt.js"
 import { ReapedTask, reapOrphans } from "./reap.js"
+import { withoutInServerTasks } from "./slots.js"
 
 export const PassReport = Schema.Struct({
   /** Tasks this pass ran to an outcome, in the order it claimed them. */
@@ -78,7 +79,8 @@ export const runPass = (
         workerId: options.workerId,
         leaseMillis: options.leaseMillis,
         retry: options.retry,
-        limit: 1
+        limit: 1,
+        room: withoutInServerTasks(new Map())
       })
       const claimed = batch.claimed[0]
       const report =

@@ -4,6 +4,7 @@
  * asks these what to claim and when; tests check them directly.
  */
 import type { TaskId } from "../domain/ids.js"
+import { InProcessProvider } from "../domain/mcpTask.js"
 
 /**
  * One attempt: a task and its attempt number. A task can be claimed again by its own worker
@@ -42,13 +43,20 @@ export const runningPerProvider = (running: RunningSet): ReadonlyMap<string, num
   return counts
 }
 
+/**
+ * The room a worker asks for never includes tasks an MCP server runs itself: their server claims
+ * them the moment it submits them, and a worker that took one could not run it.
+ */
+export const withoutInServerTasks = (room: ReadonlyMap<string, number>): ReadonlyMap<string, number> =>
+  new Map([...room, [InProcessProvider, 0]])
+
 /** The room left: the free slots, and for each capped provider its cap less what it runs. */
 export const roomOf = (running: RunningSet, limits: SlotLimits): ClaimRoom => {
   const taken = runningPerProvider(running)
   const room = new Map<string, number>()
   for (const [provider, cap] of limits.maxPerProvider)
     room.set(provider, Math.max(0, cap - (taken.get(provider) ?? 0)))
-  return { limit: Math.max(0, limits.concurrency - running.size), room }
+  return { limit: Math.max(0, limits.concurrency - running.size), room: withoutInServerTasks(room) }
 }
 
 /** The running set with the attempts just claimed. */
@@ -81,6 +89,7 @@ export const claimAgainWhenFreed = (asked: ClaimRoom, claimed: ReadonlyArray<str
   if (claimed.length >= asked.limit) return true
   const took = new Map<string, number>()
   for (const provider of claimed) took.set(provider, (took.get(provider) ?? 0) + 1)
-  for (const [provider, left] of asked.room) if (left - (took.get(provider) ?? 0) <= 0) return true
+  for (const [provider, left] of asked.room)
+    if (provider !== InProcessProvider && left - (took.get(provider) ?? 0) <= 0) return true
   return false
 }

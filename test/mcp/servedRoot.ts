@@ -19,6 +19,7 @@ import { Host } from "../../src/services/Host.js"
 import type { MemoryStore } from "../../src/services/MemoryStore.js"
 import type { TaskStore } from "../../src/services/TaskStore.js"
 import { fileTaskStoreLayer } from "../../src/store/file/layer.js"
+import { mcpTasksLayer } from "../../src/mcp/taskEngine.js"
 import { memoryStoreLayer } from "../../src/store/memoryLayer.js"
 import { tempDir } from "../support/stores.js"
 import { leaks } from "./plantedSecrets.js"
@@ -77,7 +78,7 @@ export const servedRoot = Effect.gen(function* () {
   const auditDir = path.join(root, "audit")
   const stores = Layer.mergeAll(
     auditLogLayer(auditDir),
-    fileTaskStoreLayer({ root }),
+    mcpTasksLayer.pipe(Layer.provideMerge(fileTaskStoreLayer({ root }))),
     memoryStoreLayer(memoryFile)
   ).pipe(Layer.provide(Host.layerTest({})), Layer.provide(nodeContextLayer))
   const logs = yield* capturedLogs

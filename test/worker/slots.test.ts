@@ -8,8 +8,10 @@ import {
   roomOf,
   runningPerProvider,
   withClaimed,
-  withoutAttempt
+  withoutAttempt,
+  withoutInServerTasks
 } from "../../src/worker/slots.js"
+import { InProcessProvider } from "../../src/domain/mcpTask.js"
 
 const task = (n: number) => TaskId.make(n.toString(16).padStart(64, "0"))
 const runningOf = (...providers: ReadonlyArray<string>): RunningSet =>
@@ -24,7 +26,8 @@ describe("worker slots", () => {
       [...room.room],
       [
         ["claude", 1],
-        ["codex", 2]
+        ["codex", 2],
+        ["mcp-tool", 0]
       ]
     )
   })
@@ -45,9 +48,18 @@ describe("worker slots", () => {
       [...room.room],
       [
         ["claude", 0],
-        ["codex", 2]
+        ["codex", 2],
+        ["mcp-tool", 0]
       ]
     )
+  })
+
+  it("a worker never asks for tasks an MCP server runs itself, and their lack of room is no reason to claim again", () => {
+    const asked = roomOf(runningOf(), { concurrency: 2, maxPerProvider: new Map() })
+    assert.strictEqual(asked.room.get(InProcessProvider), 0)
+    // Nothing claimed from an empty queue: a freed slot waits for a wake-up.
+    assert.isFalse(claimAgainWhenFreed(asked, []))
+    assert.strictEqual(withoutInServerTasks(new Map([["claude", 1]])).get(InProcessProvider), 0)
   })
 
   it("a full worker may claim nothing, whatever its caps", () => {

@@ -1,5 +1,5 @@
 /** The tools of `relaykeep-tasks`: the queue's submit, read (with waiting), cancel and list. */
-import { Clock, Duration, Effect, Queue, Schema, Stream } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { Integer, JsonNumber, JsonObject } from "../../domain/fields.js"
 import { ClientRequestId, MaxKeyChars, PayloadSha256, TaskId } from "../../domain/ids.js"
 import { ListCursor } from "../../domain/submission.js"
@@ -15,6 +15,7 @@ import {
 import { TaskStore } from "../../services/TaskStore.js"
 import { DefaultListLimit, MaxListLimit } from "../../store/shared.js"
 import { defineTool } from "../Tool.js"
+import { changeSignal, PollMillis } from "../taskWait.js"
 
 const ReceiptArgs = {
   task_id: TaskId.annotations({
@@ -26,13 +27,36 @@ const ReceiptArgs = {
 }
 
 export const MaxWaitSeconds = 60
-/** How often a waiting read looks again when no change signal came. */
-const PollMillis = 1000
+
+const { fields: view } = TaskView
+
+/**
+ * submit's answer: the receipt. Called as an MCP task, `tasks/result` answers with the finished
+ * task as `read` shows it, which holds the receipt's fields and the rest of these.
+ */
+const SubmitAnswer = Schema.Struct({
+  ...Receipt.fields,
+  client_request_id: Schema.optional(view.client_request_id),
+  state: Schema.optional(view.state),
+  result: Schema.optional(view.result),
+  error: Schema.optional(view.error),
+  updated_at: Schema.optional(view.updated_at),
+  started_at: Schema.optional(view.started_at),
+  finished_at: Schema.optional(view.finished_at),
+  attempt: Schema.optional(view.attempt),
+  attempts: Schema.optional(view.attempts),
+  max_attempts: Schema.optional(view.max_attempts),
+  not_before: Schema.optional(view.not_before),
+  cancel_requested_at: Schema.optional(view.cancel_requested_at)
+}).annotations({
+  description:
+    "The receipt; called as an MCP task, tasks/result answers with the finished task as read shows it (these fields with its state, result and error)"
+})
 
 export const submitTool = defineTool({
   name: "submit",
   description:
-    "Queue a task. Returns a receipt {task_id, payload_sha256, created_at}: queued, not done. The same client_request_id and payload always return the same receipt; a different payload under the same id is a ConflictError.",
+    "Queue a task. Returns a receipt {task_id, payload_sha256, created_at}: queued, not done. The same client_request_id and payload always return the same receipt; a different payload under the same id is a ConflictError. Clients with MCP tasks may call it as a task: tasks/result then waits for the finished task.",
   input: Schema.Struct({
     client_request_id: ClientRequestId.annotations({
       description: `Your idempotency key for this task: 1-${MaxKeyChars} printable characters. Submitting again under the same key with the same payload returns the same receipt.`
@@ -42,12 +66,18 @@ export const submitTool = defineTool({
         'The task: a JSON object, at most 1 MiB as canonical JSON unless the queue is set otherwise. {"provider", "model", "prompt"} runs that provider; an object naming no provider is handed back as the result.'
     })
   }),
-  output: Receipt,
+  output: SubmitAnswer,
   tier: "write",
   idempotent: true,
-  handler: (input) =>
+  taskSupport: "optional",
+  queuedTask: true,
+  handler: (input, context) =>
     Effect.flatMap(TaskStore, (store) =>
-      store.submit({ clientRequestId: input.client_request_id, payload: input.payload })
+      store.submit({
+        clientRequestId: input.client_request_id,
+        payload: input.payload,
+        ...(context.task === undefined ? {} : { ttlMillis: context.task.ttl })
+      })
     )
 })
 
@@ -71,13 +101,7 @@ export const readTool = defineTool({
         const waitMillis = (input.wait_seconds ?? 0) * 1000
         // A change of this task (a file watch, a NOTIFY) wakes the wait at once; the poll is
         // the fallback for a signal that never comes.
-        const changed = yield* Queue.sliding<void>(1)
-        if (waitMillis > 0)
-          yield* store.changes.pipe(
-            Stream.filter((taskId) => taskId === input.task_id),
-            Stream.runForEach(() => Queue.offer(changed, undefined)),
-            Effect.forkScoped
-          )
+        const nextChange = waitMillis > 0 ? yield* changeSignal(store, input.task_id) : () => Effect.void
         const started = yield* Clock.currentTimeMillis
         for (;;) {
           const view = yield* store.read(input.task_id, input.payload_sha256)
@@ -85,10 +109,7 @@ export const readTool = defineTool({
           if (isTerminal(view.state) || elapsed >= waitMillis) return view
           // Progress must grow with every notification: seconds waited, unrounded.
           yield* context.progress(elapsed / 1000, waitMillis / 1000, `task is ${view.state}`)
-          yield* Queue.take(changed).pipe(
-            Effect.timeout(Duration.millis(Math.min(PollMillis, waitMillis - elapsed))),
-            Effect.ignore
-          )
+          yield* nextChange(Math.min(PollMillis, waitMillis - elapsed))
         }
       })
     )
