@@ -6,6 +6,7 @@ import { afterEach, assert } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js"
 import { Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -31,8 +32,15 @@ export const useMcpTest = () => {
     dirs.push(dir)
     return dir
   }
-  /** Connect to `node <binary> ...args`; tools are listed once so the SDK validates outputs. */
-  const connect = async (binary: string, args: ReadonlyArray<string>): Promise<Session> => {
+  /**
+   * Connect to `node <binary> ...args`; tools are listed once so the SDK validates outputs. The
+   * client declares `capabilities` (none by default).
+   */
+  const connect = async (
+    binary: string,
+    args: ReadonlyArray<string>,
+    capabilities: ClientCapabilities = {}
+  ): Promise<Session> => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [binary, ...args],
@@ -41,7 +49,7 @@ export const useMcpTest = () => {
     const stderr: Array<string> = []
     // Read stderr, so that a chatty server never blocks on a full pipe; kept for messages.
     transport.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk.toString("utf8")))
-    const client = new Client({ name: "relaykeep-e2e", version: "1" })
+    const client = new Client({ name: "relaykeep-e2e", version: "1" }, { capabilities })
     clients.push(client)
     await client.connect(transport)
     await client.listTools()
@@ -50,7 +58,7 @@ export const useMcpTest = () => {
   return {
     tempDir,
     connect,
-    tasks: (root: string) => connect(tasksBin, ["--root", root]),
+    tasks: (root: string, capabilities?: ClientCapabilities) => connect(tasksBin, ["--root", root], capabilities),
     /** `relaykeep-tasks --root root`, driven by hand (see spawnRaw). */
     rawTasks: (root: string): RawServer => {
       const server = spawnRaw(tasksBin, ["--root", root])
