@@ -3,7 +3,7 @@
  * the server process that created them. See services/McpTasks.ts for the contract and
  * docs/mcp.md ("Tasks") for the protocol as a client sees it.
  */
-import { Clock, Deferred, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Clock, Deferred, Effect, Either, Fiber, Layer, Option, Schema, Stream } from "effect"
 import type { Scope } from "effect"
 import { HashMismatch, InvalidInput, NotHeldHere, TaskFinished } from "../domain/errors.js"
 import type { TaskId } from "../domain/ids.js"
@@ -45,12 +45,16 @@ type Ending = InServerOutcome | { readonly _tag: "cancelled" }
 
 /** An in-server task this process runs. */
 interface Running {
+  /** The lease it runs under, renewed by each heartbeat. */
+  lease: Lease
   /** Completed to stop the work at once (a cancel made through this process). */
   readonly stop: Deferred.Deferred<void>
   /** The outcome of a held task, reported by `settle`. */
   readonly reported: Deferred.Deferred<Ending>
   /** Completed once the outcome is written (or given up). */
   readonly ended: Deferred.Deferred<void>
+  /** The fiber that supervises it, once forked. */
+  fiber?: Fiber.RuntimeFiber<void>
 }
 
 const interrupted = (message: string): TaskError => ({ tag: "Interrupted", message, retryable: false })
@@ -162,8 +166,7 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
      * is asked for, and write what it ended with. Interrupted (the server is stopping), it
      * fails the task as interrupted.
      */
-    const supervise = (taskId: TaskId, first: Lease, work: Effect.Effect<Ending>, self: Running) => {
-      let lease = first
+    const supervise = (taskId: TaskId, work: Effect.Effect<Ending>, self: Running) => {
       const watch = Effect.gen(function* () {
         let sinceBeat = 0
         for (;;) {
@@ -175,9 +178,9 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
           sinceBeat += CancelPollMillis
           const look =
             sinceBeat >= HeartbeatEveryMillis
-              ? Effect.map(store.heartbeat(taskId, lease, LeaseMillis), (beat) => {
+              ? Effect.map(store.heartbeat(taskId, self.lease, LeaseMillis), (beat) => {
                   sinceBeat = 0
-                  lease = beat.lease
+                  self.lease = beat.lease
                   return beat.cancelRequested
                 })
               : Effect.map(store.peek(taskId), (head) => head.cancel_requested_at !== undefined)
@@ -194,18 +197,18 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
       const write = (ending: Ending) => {
         switch (ending._tag) {
           case "complete":
-            return store.complete(taskId, lease, ending.result)
+            return store.complete(taskId, self.lease, ending.result)
           case "failed":
-            return store.fail(taskId, lease, {
+            return store.fail(taskId, self.lease, {
               tag: ending.error.tag,
               message: truncate(ending.error.message, MaxMessageChars),
               retryable: false
             })
           case "cancelled":
-            return store.stopCancelled(taskId, lease)
+            return store.stopCancelled(taskId, self.lease)
         }
       }
-      return Effect.gen(function* () {
+      const body = Effect.gen(function* () {
         const ended = yield* Effect.raceFirst(
           Effect.map(work, (ending) => ({ _tag: "ended" as const, ending })),
           Effect.map(watch, (signal) => ({ _tag: signal }))
@@ -221,12 +224,9 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
             Effect.logError(`task ${taskId}: its outcome was not written: ${error.message}`)
           )
         )
-      }).pipe(
-        Effect.onInterrupt(() =>
-          store
-            .fail(taskId, lease, interrupted("the server stopped before the tool finished"))
-            .pipe(Effect.ignoreLogged)
-        ),
+      })
+      return Effect.interruptible(body).pipe(
+        Effect.onInterrupt(() => failInterrupted(taskId, self)),
         Effect.ensuring(
           Effect.zipRight(
             Deferred.succeed(self.ended, undefined),
@@ -235,6 +235,27 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
         )
       )
     }
+
+    /** Fail a task this process runs as interrupted by the end of the server, unless it ended. */
+    const failInterrupted = (taskId: TaskId, self: Running) =>
+      store.fail(taskId, self.lease, interrupted("the server stopped before the tool finished")).pipe(
+        Effect.catchTag("StaleAttempt", () => Effect.void),
+        Effect.ignoreLogged
+      )
+
+    // Closing the engine stops every task it runs; one whose supervisor never got to start is
+    // failed here, so that no task of this process is left running under a lease nobody renews.
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(
+        [...running.entries()],
+        ([taskId, self]) =>
+          Effect.gen(function* () {
+            if (self.fiber !== undefined) yield* Fiber.interrupt(self.fiber)
+            if (!(yield* Deferred.isDone(self.ended))) yield* failInterrupted(taskId, self)
+          }),
+        { discard: true }
+      )
+    )
 
     /** Submit an in-server task and claim it as this server, then run `work` under it in the background. */
     const open = (task: InServerTask, work: (taskId: TaskId, self: Running) => Effect.Effect<Ending>) =>
@@ -259,15 +280,14 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
             const claimed = yield* claimAsServer(receipt.task_id, task.server)
             if (Option.isNone(claimed)) return toMcpTask(yield* store.peek(receipt.task_id), true)
             const self: Running = {
+              lease: claimed.value.lease,
               stop: yield* Deferred.make<void>(),
               reported: yield* Deferred.make<Ending>(),
               ended: yield* Deferred.make<void>()
             }
             running.set(receipt.task_id, self)
-            yield* Effect.forkIn(
-              Effect.interruptible(
-                supervise(receipt.task_id, claimed.value.lease, work(receipt.task_id, self), self)
-              ),
+            self.fiber = yield* Effect.forkIn(
+              supervise(receipt.task_id, work(receipt.task_id, self), self),
               scope
             )
             return toMcpTask(headOf(claimed.value.record), true)
