@@ -22,7 +22,10 @@ import {
   relaykeepBin,
   spawnRaw
 } from "../../support/mcpProcess.js"
-import { call, callOk, okResult, useMcpTest } from "../../support/mcpStdio.js"
+import { call, CallResult, callOk, okResult, useMcpTest } from "../../support/mcpStdio.js"
+import type { Task } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js"
+import { parseHandle } from "../../../src/domain/mcpTask.js"
 import { dropSchema, freshSchema, pgAvailable, pgQuery, pgUrl } from "../../support/pg.js"
 
 const mcp = useMcpTest()
@@ -146,6 +149,44 @@ describe.skipIf(!pgAvailable)("relaykeep tasks (MCP) on PostgreSQL", { timeout: 
     assert.deepStrictEqual(view.result, { echo: payload, provider: "fake-echo" })
     assert.isAtLeast(elapsed, WorkerDelayMillis, "the read waited for the worker")
     assert.isBelow(elapsed, 20_000, `answered when the task finished, not at the ${WaitSeconds} s limit`)
+  })
+
+  it("an MCP task made through one server process is run by a worker and answered by a new server process", async () => {
+    const root = mcp.tempDir()
+    const capabilities = { tasks: { list: {}, cancel: {} } }
+    const first = await mcp.connect(relaykeepBin, ["tasks", ...storeArgs("native", root)], capabilities)
+    let created: Task | undefined
+    for await (const message of first.client.experimental.tasks.callToolStream(
+      { name: "submit", arguments: { client_request_id: "native-pg", payload: { message: "on pg" } } },
+      CallToolResultSchema,
+      { task: { ttl: 90_000 } }
+    )) {
+      if (message.type !== "taskCreated") throw new Error(`expected taskCreated, got ${message.type}`)
+      created = message.task
+      break
+    }
+    const taskId = created?.taskId ?? ""
+    const handle = parseHandle(taskId)
+    if (handle._tag === "None") throw new Error(`not a handle: ${taskId}`)
+    assert.strictEqual(created?.status, "working")
+    assert.strictEqual(await stateInPg("native", handle.value.taskId), "queued", "the task is a row")
+    await first.client.close()
+
+    const pass = cliJson(PassReport, await relaykeep(["worker", ...storeArgs("native", mcp.tempDir())]))
+    assert.deepStrictEqual(pass.dispatched, [handle.value.taskId])
+
+    const second = await mcp.connect(relaykeepBin, ["tasks", ...storeArgs("native", root)], capabilities)
+    const got = await second.client.experimental.tasks.getTask(taskId)
+    assert.strictEqual(got.status, "completed")
+    assert.strictEqual(got.ttl, 90_000, "the ttl is kept in the row")
+    const result = await second.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)
+    const view = okResult(TaskView, Schema.decodeUnknownSync(CallResult)(result))
+    assert.deepStrictEqual(view.result, { echo: { message: "on pg" }, provider: "fake-echo" })
+    const listed = await second.client.experimental.tasks.listTasks()
+    assert.deepStrictEqual(
+      listed.tasks.map((task) => task.taskId),
+      [taskId]
+    )
   })
 
   it("stdout carries JSON-RPC only, and the server exits 0 soon after stdin closes, even after a waiting read", async () => {
