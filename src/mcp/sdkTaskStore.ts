@@ -33,6 +33,8 @@ const asToolResult = (result: Result): McpToolResult =>
 
 /** Lookups the SDK expects to answer "none" rather than fail. */
 const NotFound = new Set(["InvalidInput", "UnknownTask", "HashMismatch"])
+/** Failures that are the caller's, answered as invalid params; the rest are internal errors. */
+const Refusals = new Set([...NotFound, "TaskFinished", "NotHeldHere"])
 
 /**
  * A durable `TaskStore` for the SDK, for the server named `server`. Built in an Effect that has
@@ -43,13 +45,17 @@ export const makeDurableTaskStore = (server: string): Effect.Effect<SdkTaskStore
   Effect.gen(function* () {
     const tasks = yield* McpTasks
     const runtime = yield* Effect.runtime<never>()
+    /** Run on the runtime; a failure rejects with the McpError itself, as the SDK's handlers expect. */
     const run = <A, E extends { readonly _tag: string; readonly message: string }>(
       effect: Effect.Effect<A, E>
     ) =>
-      Runtime.runPromise(runtime)(
-        Effect.mapError(
-          effect,
-          (error) => new McpError(ErrorCode.InvalidParams, `${error._tag}: ${error.message}`)
+      Runtime.runPromise(runtime)(Effect.either(effect)).then(
+        Either.getOrThrowWith(
+          (error) =>
+            new McpError(
+              Refusals.has(error._tag) ? ErrorCode.InvalidParams : ErrorCode.InternalError,
+              `${error._tag}: ${error.message}`
+            )
         )
       )
     const get = (taskId: string) =>
@@ -86,7 +92,8 @@ export const makeDurableTaskStore = (server: string): Effect.Effect<SdkTaskStore
       updateTaskStatus: (taskId: string, status: Task["status"], statusMessage?: string) => {
         switch (status) {
           case "cancelled":
-            return settle(taskId, { _tag: "cancelled" })
+            // Asked for in the record, so whichever server process holds the task stops it.
+            return run(Effect.asVoid(tasks.cancel(taskId)))
           case "failed":
             return settle(taskId, {
               _tag: "failed",

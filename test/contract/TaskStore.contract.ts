@@ -89,6 +89,26 @@ export const taskStoreContract = (
       )
     )
 
+    it.scoped("the ttl a submit asks for is kept through every write; a resubmission's is ignored", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const kept = yield* store.submit({ clientRequestId: id("ttl"), payload: { n: 1 }, ttlMillis: 60_000 })
+          const unlimited = yield* store.submit({ clientRequestId: id("ttl-null"), payload: {}, ttlMillis: null })
+          const plain = yield* store.submit({ clientRequestId: id("ttl-none"), payload: {} })
+          const again = yield* store.submit({ clientRequestId: id("ttl"), payload: { n: 1 }, ttlMillis: 5 })
+          assert.deepStrictEqual(again, kept)
+          assert.strictEqual((yield* store.record(kept.task_id)).ttl_ms, 60_000)
+          assert.isNull((yield* store.record(unlimited.task_id)).ttl_ms)
+          assert.notProperty(yield* store.record(plain.task_id), "ttl_ms")
+          // Claimed and completed: each write keeps it, and a head read without the payload has it.
+          const claimed = yield* store.claim(kept.task_id, worker)
+          if (Option.isNone(claimed)) return assert.fail("not claimed")
+          yield* store.complete(kept.task_id, claimed.value.lease, { done: true })
+          assert.strictEqual((yield* store.peek(kept.task_id)).ttl_ms, 60_000)
+        })
+      )
+    )
+
     it.scoped("bad payloads are rejected naming the field, and nothing is stored", () =>
       withStore((store) =>
         Effect.gen(function* () {
