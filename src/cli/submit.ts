@@ -1,5 +1,6 @@
 import { Command, Options } from "@effect/cli"
 import * as FileSystem from "@effect/platform/FileSystem"
+import { checkSubmittable } from "../domain/mcpTask.js"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Effect, Option, Stream } from "effect"
 import { InvalidInput } from "../domain/errors.js"
@@ -79,6 +80,7 @@ export const submit = Command.make("submit", { ...storeOptions, id, payload, pay
     const field = Option.isSome(args.payloadFile) ? "--payload-file" : "--payload"
     const json = yield* parseJsonField(field, yield* payloadText(args.payload, args.payloadFile))
     const payloadObject = yield* decodeField(field, JsonObject)(json)
+    yield* checkSubmittable(payloadObject, field)
     const store = yield* TaskStore
     const receipt = yield* store.submit({ clientRequestId, payload: payloadObject }).pipe(
       // The store names its own field; on the command line the field is the flag.

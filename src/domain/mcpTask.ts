@@ -2,7 +2,8 @@
  * RelayKeep tasks as MCP tasks (protocol revision 2025-11-25): the handle a client holds, the
  * status a record maps to, and the payload of a task that an MCP server runs itself. Pure.
  */
-import { Option, Schema } from "effect"
+import { Either, Option, Schema } from "effect"
+import { InvalidInput } from "./errors.js"
 import type { PayloadSha256, TaskId } from "./ids.js"
 import { isPayloadSha256, isTaskId } from "./ids.js"
 import { redactMessage } from "./redact.js"
@@ -16,6 +17,23 @@ import { WorkerLost } from "./transitions.js"
  * claims it, at once, by id.
  */
 export const InProcessProvider = "mcp-tool"
+
+/**
+ * A payload a client may submit: not one naming the in-server provider, which no worker would
+ * ever run (only a server submits those, for the tasks it runs itself).
+ */
+export const checkSubmittable = (
+  payload: { readonly [key: string]: unknown },
+  field = "payload"
+): Either.Either<void, InvalidInput> =>
+  payload["provider"] === InProcessProvider
+    ? Either.left(
+        new InvalidInput({
+          field,
+          reason: `provider: ${InProcessProvider} is reserved for the tasks an MCP server runs itself`
+        })
+      )
+    : Either.void
 
 /** The payload of such a task: which server and tool, and the call's arguments, redacted. */
 export const InProcessPayload = Schema.Struct({
@@ -204,3 +222,14 @@ export const taskAnswer = (view: TaskView, inServer: boolean): McpToolResult => 
       return errorAnswer("TaskNotFinished", `task ${view.task_id} is still ${view.state}`)
   }
 }
+
+/** How an in-server task's run ended, as whoever audits it is told once the end is written. */
+export type InServerEnd =
+  | InServerOutcome
+  | { readonly _tag: "cancelled" }
+  /** The server stopped first; the task was failed as interrupted. */
+  | { readonly _tag: "interrupted" }
+  /** Another process ended the task first (it found this server gone); nothing was written. */
+  | { readonly _tag: "lost" }
+  /** The outcome could not be written (the storage kept failing); the task ends as interrupted later. */
+  | { readonly _tag: "unwritten"; readonly reason: string }

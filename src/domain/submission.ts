@@ -52,3 +52,16 @@ export const ListCursor = Text.pipe(
     jsonSchema: {}
   })
 )
+
+/**
+ * A ttl as a record keeps it: null (no limit) or a whole number of milliseconds from 0 to
+ * Number.MAX_SAFE_INTEGER. Anything else is refused before the store is touched.
+ */
+export const checkTtl = (
+  ttl: number | null | undefined
+): Either.Either<number | null | undefined, InvalidInput> =>
+  ttl === undefined || ttl === null || (Number.isSafeInteger(ttl) && ttl >= 0)
+    ? Either.right(ttl)
+    : Either.left(
+        new InvalidInput({ field: "ttl", reason: "must be a whole number of milliseconds from 0, or null" })
+      )

@@ -103,9 +103,9 @@ export const bounded = <R>(tool: Tool<R>, run: Effect.Effect<unknown, ToolFailur
       })
 }
 
-/** The audit status of a failure. */
+/** The audit status of a failure, by its tag (a task's failure comes back from its record as data). */
 export const statusOf = (failure: ToolFailure): AuditStatus =>
-  failure instanceof ToolTimeout ? "timeout" : failure instanceof InvalidArguments ? "invalid" : "error"
+  failure._tag === "ToolTimeout" ? "timeout" : failure._tag === "InvalidArguments" ? "invalid" : "error"
 
 /**
  * The pipeline: every call, whatever it asks for, is checked, permitted, performed and
@@ -118,7 +118,9 @@ export const auditedCall = <R, A>(
   name: string,
   args: unknown,
   context: CallContext,
-  perform: Perform<R, A>
+  perform: Perform<R, A>,
+  /** Refuses a call the tool does not take this way before its arguments are looked at (invalid). */
+  admit: (tool: Tool<R>) => ToolFailure | undefined = () => undefined
 ): Effect.Effect<Either.Either<A, ToolFailure>, never, R | AuditLog> =>
   Effect.gen(function* () {
     const audit = yield* AuditLog
@@ -169,6 +171,8 @@ export const auditedCall = <R, A>(
 
     const tool = tools.get(name)
     if (tool === undefined) return yield* fail("invalid", new UnknownTool({ tool: name }))
+    const refused = admit(tool)
+    if (refused !== undefined) return yield* fail("invalid", refused)
     if (deeperThan(args, MaxArgumentDepth))
       return yield* fail(
         "invalid",

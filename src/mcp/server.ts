@@ -22,14 +22,20 @@ import {
 import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js"
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js"
 import type { Scope } from "effect"
-import { Effect, Either, Option, Runtime, Stream } from "effect"
+import { Deferred, Effect, Either, Option, Runtime, Schedule, Stream } from "effect"
 import { redactMessage } from "../domain/redact.js"
 import type { AuditLog } from "../services/AuditLog.js"
 import { McpTasks } from "../services/McpTasks.js"
 import { argumentsAsSent } from "./jsonRpcMessage.js"
 import type { CallContext } from "./pipeline.js"
 import { auditedCall, errorResult, okResult, runTool, toolMap } from "./pipeline.js"
-import { performAsTask, TaskSupportMismatch, taskRequest, taskRequestTools } from "./taskCalls.js"
+import {
+  admitTaskSupport,
+  performAsTask,
+  TaskSupportMismatch,
+  taskRequest,
+  taskRequestTools
+} from "./taskCalls.js"
 import type { Tool, ToolFailure } from "./Tool.js"
 
 export interface ServerSpec<R> {
@@ -92,14 +98,23 @@ class RpcError extends Error {
   }
 }
 
+/** Refusals of what the caller sent or may do: invalid params; anything else is an internal error. */
+const CallersErrors = new Set([
+  "InvalidArguments",
+  "UnknownTool",
+  "UnknownTask",
+  "HashMismatch",
+  "TaskFinished",
+  "ConflictError",
+  "PermissionDenied"
+])
+
 /** The JSON-RPC error a refused task request is answered with: its code, and `Tag: message`. */
 const rpcError = (error: ToolFailure): RpcError => {
   const code =
     error instanceof TaskSupportMismatch
       ? ErrorCode.MethodNotFound
-      : ["InvalidArguments", "UnknownTool", "UnknownTask", "HashMismatch", "TaskFinished"].includes(
-            error._tag
-          )
+      : CallersErrors.has(error._tag)
         ? ErrorCode.InvalidParams
         : ErrorCode.InternalError
   return new RpcError(code, redactMessage(`${error._tag}: ${error.message}`))
@@ -190,28 +205,50 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
       Promise.resolve({ tools: spec.tools.map(describeTool) })
     )
     const inFlight = new Set<Promise<unknown>>()
-    const run = <A>(effect: Effect.Effect<A, never, R | AuditLog>, extra: Extra): Promise<A> => {
-      const call = Runtime.runPromise(runtime)(effect, { signal: extra.signal })
+    /** The calls that wait for a task to finish (`tasks/result`): stopped when the server ends. */
+    const waits = new Set<AbortController>()
+    const run = <A>(
+      effect: Effect.Effect<A, never, R | AuditLog>,
+      extra: Extra,
+      options: { readonly waits?: boolean } = {}
+    ): Promise<A> => {
+      const stop = new AbortController()
+      const signal = options.waits === true ? AbortSignal.any([extra.signal, stop.signal]) : extra.signal
+      if (options.waits === true) waits.add(stop)
+      const call = Runtime.runPromise(runtime)(effect, { signal })
       inFlight.add(call)
-      void call.finally(() => inFlight.delete(call)).catch(() => undefined)
+      void call
+        .finally(() => {
+          inFlight.delete(call)
+          waits.delete(stop)
+        })
+        .catch(() => undefined)
       return call
     }
+    /** Task requests start the task notifications: a server never asked about tasks opens no store for them. */
+    const tasksUsed = yield* Deferred.make<void>()
+    const usingTasks = Deferred.succeed(tasksUsed, undefined)
     server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
       const { name, task } = request.params
       const context = callContext(server, spec.name, request.params._meta?.progressToken, extra)
       const args = argumentsAsSent(request.params.arguments)
       if (task !== undefined)
         return run(
-          auditedCall(tools, name, args, context, performAsTask(context, task.ttl ?? null)),
+          Effect.zipRight(
+            usingTasks,
+            auditedCall(
+              tools,
+              name,
+              args,
+              context,
+              performAsTask(context, task.ttl ?? null),
+              admitTaskSupport(true)
+            )
+          ),
           extra
         ).then((created) => CreateTaskResultSchema.parse({ task: orRpcError(created) }))
-      const plain = runTool<R>(context)
       return run(
-        auditedCall(tools, name, args, context, (tool, prepared, audit, audited) =>
-          tool.taskSupport === "required"
-            ? Effect.fail(new TaskSupportMismatch({ tool: name, support: tool.taskSupport }))
-            : plain(tool, prepared, audit, audited)
-        ),
+        auditedCall(tools, name, args, context, runTool(context), admitTaskSupport(false)),
         extra
       ).then((result) =>
         Either.isLeft(result) && result.left instanceof TaskSupportMismatch
@@ -230,12 +267,16 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
         const progressToken = extra._meta?.progressToken
         const context = callContext(server, spec.name, progressToken, extra)
         return run(
-          Effect.provideService(
-            taskRequest(requests, method, withoutMeta(params), context),
-            McpTasks,
-            engine
+          Effect.zipRight(
+            usingTasks,
+            Effect.provideService(
+              taskRequest(requests, method, withoutMeta(params), context),
+              McpTasks,
+              engine
+            )
           ),
-          extra
+          extra,
+          { waits: method === "tasks/result" }
         ).then(orRpcError)
       }
       server.setRequestHandler(GetTaskRequestSchema, (request, extra) =>
@@ -256,20 +297,34 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
         answer("tasks/cancel", request.params, extra).then((task) => CancelTaskResultSchema.parse(task))
       )
     }
-    /** Settles once every call received so far has been answered (or failed). */
-    const drain = Effect.promise(() => Promise.allSettled([...inFlight]))
     /**
-     * While connected, tell the client of each change of a task it made or asked about. Runs
-     * until the scope closes; a notification that cannot be sent (no client yet) is dropped.
+     * Settles once every call received so far has been answered (or failed). A call waiting on a
+     * task is stopped first (audited as cancelled): the client that would read its answer is gone,
+     * and the task may take hours.
+     */
+    const drain = Effect.promise(() => {
+      for (const stop of waits) stop.abort()
+      return Promise.allSettled([...inFlight])
+    })
+    /**
+     * While connected, tell the client of each change of a task it made or asked about, from
+     * the first task request on (until then no store is opened for it). Runs until the scope
+     * closes; a watch that ends (its store could not open yet) is started again a second later;
+     * a notification that cannot be sent is dropped.
      */
     const notifyTaskChanges: Effect.Effect<void, never, Scope.Scope> = Option.match(tasks, {
       onNone: () => Effect.void,
       onSome: (found) =>
-        found.changes.pipe(
-          Stream.runForEach((task) =>
-            Effect.tryPromise(() =>
-              server.notification({ method: "notifications/tasks/status", params: task })
-            ).pipe(Effect.ignore)
+        Deferred.await(tasksUsed).pipe(
+          Effect.zipRight(
+            found.changes.pipe(
+              Stream.runForEach((task) =>
+                Effect.tryPromise(() =>
+                  server.notification({ method: "notifications/tasks/status", params: task })
+                ).pipe(Effect.ignore)
+              ),
+              Effect.repeat(Schedule.spaced("1 second"))
+            )
           ),
           Effect.forkScoped,
           Effect.asVoid

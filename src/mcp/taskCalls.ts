@@ -5,6 +5,7 @@
 import { Effect, Option, Schema } from "effect"
 import { InvalidInput } from "../domain/errors.js"
 import type { TaskId } from "../domain/ids.js"
+import type { InServerEnd } from "../domain/mcpTask.js"
 import { McpTask, McpToolResult, parseHandle } from "../domain/mcpTask.js"
 import { Receipt } from "../domain/Task.js"
 import type { AuditLog } from "../services/AuditLog.js"
@@ -27,6 +28,32 @@ export class TaskSupportMismatch extends Schema.TaggedError<TaskSupportMismatch>
   }
 }
 
+/** The failure an in-server run's end is audited with; none for a result. */
+const failureOf = (end: InServerEnd): ToolFailure | undefined => {
+  switch (end._tag) {
+    case "complete":
+      return undefined
+    case "failed":
+      return { _tag: end.error.tag, message: end.error.message }
+    case "cancelled":
+      return { _tag: "Cancelled", message: "the task was cancelled before the tool finished" }
+    case "interrupted":
+      return { _tag: "Interrupted", message: "the server stopped before the tool finished" }
+    case "lost":
+      return { _tag: "Lost", message: "another process ended the task: it found this server gone" }
+    case "unwritten":
+      return { _tag: "StorageError", message: `the tool's outcome could not be written: ${end.reason}` }
+  }
+}
+
+/** Refuses a call made the way its tool does not take: as a task when forbidden, plainly when required. */
+export const admitTaskSupport =
+  (asTask: boolean) =>
+  <R>(tool: Tool<R>): TaskSupportMismatch | undefined =>
+    (asTask ? tool.taskSupport === "forbidden" : tool.taskSupport === "required")
+      ? new TaskSupportMismatch({ tool: tool.name, support: tool.taskSupport })
+      : undefined
+
 /** A server asked to create a task without `McpTasks` in its context. */
 export class TasksUnavailable extends Schema.TaggedError<TasksUnavailable>()("TasksUnavailable", {}) {
   override get message() {
@@ -46,8 +73,6 @@ export const performAsTask =
   <R>(context: CallContext, ttl: number | null): Perform<R, McpTask> =>
   (tool, prepared, audit, auditedArguments) =>
     Effect.gen(function* () {
-      if (tool.taskSupport === "forbidden")
-        return yield* new TaskSupportMismatch({ tool: tool.name, support: tool.taskSupport })
       const found = yield* Effect.serviceOption(McpTasks)
       if (Option.isNone(found)) return yield* new TasksUnavailable()
       const tasks = found.value
@@ -60,24 +85,24 @@ export const performAsTask =
         return { value: task, taskId: receipt.task_id, durability: "synced" as const }
       }
       const services = yield* Effect.context<R | AuditLog>()
-      // A run whose end could not be audited still ends as it did; the server's log says why.
-      const auditEnd = (taskId: TaskId, failure: ToolFailure | undefined) =>
-        audit(failure === undefined ? "ok" : statusOf(failure), failure, { taskId }).pipe(
+      // The run's end is audited once it is written, as it was written; an entry that cannot be
+      // written changes nothing of the task, and the server's log says why.
+      const auditEnd = (taskId: TaskId, end: InServerEnd) => {
+        const failure = failureOf(end)
+        return audit(failure === undefined ? "ok" : statusOf(failure), failure, { taskId }).pipe(
           Effect.catchAll((error) =>
             Effect.logError(`task ${taskId}: its end could not be audited: ${error.message}`)
-          )
-        )
-      const work = (taskId: TaskId) =>
-        bounded(tool, prepared(asTask)).pipe(
-          Effect.map(okResult),
-          Effect.tapBoth({
-            onFailure: (failure) => auditEnd(taskId, failure),
-            onSuccess: () => auditEnd(taskId, undefined)
-          }),
+          ),
           Effect.provide(services)
         )
+      }
+      const work = () => Effect.map(bounded(tool, prepared(asTask)), okResult).pipe(Effect.provide(services))
       const task = yield* Effect.mapError(
-        tasks.start({ server: context.server, tool: tool.name, arguments: auditedArguments, ttl }, work),
+        tasks.start(
+          { server: context.server, tool: tool.name, arguments: auditedArguments, ttl },
+          work,
+          auditEnd
+        ),
         asArguments(tool.name)
       )
       const created = Option.map(parseHandle(task.taskId), (handle) => handle.taskId)

@@ -10,7 +10,7 @@ import type {
   TaskFinished,
   UnknownTask
 } from "../domain/errors.js"
-import type { InServerOutcome, McpTask, McpToolResult } from "../domain/mcpTask.js"
+import type { InServerEnd, InServerOutcome, McpTask, McpToolResult } from "../domain/mcpTask.js"
 import type { TaskId } from "../domain/ids.js"
 import type { Receipt } from "../domain/Task.js"
 
@@ -57,18 +57,22 @@ export class McpTasks extends Context.Tag("relaykeep/McpTasks")<
     /**
      * Start `work` as a task of this server: durable before this returns; the work runs in the
      * background, its result or failure kept in the queue's store. A cancel stops it; the end of
-     * the server process fails it as interrupted.
+     * the server process fails it as interrupted. `onEnd` hears how it ended, once that is written.
      */
     readonly start: (
       task: InServerTask,
-      work: (taskId: TaskId) => Effect.Effect<McpToolResult, WorkFailure>
+      work: (taskId: TaskId) => Effect.Effect<McpToolResult, WorkFailure>,
+      onEnd?: (taskId: TaskId, end: InServerEnd) => Effect.Effect<void>
     ) => Effect.Effect<McpTask, TaskCreateError>
     /**
      * Create a task of this server whose outcome is reported later by `settle` (for the SDK's
      * task-store interface): heartbeated meanwhile, failed as interrupted if the server ends first.
      */
     readonly hold: (task: InServerTask) => Effect.Effect<McpTask, TaskCreateError>
-    /** Report the outcome of a held task; durable when this returns. */
+    /**
+     * Report the outcome of a held task; durable when this returns (a write that kept failing
+     * fails this), `NotHeldHere` when this process does not run it (any more).
+     */
     readonly settle: (
       taskId: string,
       outcome: InServerOutcome | { readonly _tag: "cancelled" }

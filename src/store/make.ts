@@ -17,7 +17,7 @@ import type { Stream } from "effect"
 import type { InvalidInput, InvalidRecord, StorageError } from "../domain/errors.js"
 import { UnknownTask } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
-import { DefaultMaxPayloadBytes, preparePayload } from "../domain/submission.js"
+import { checkTtl, DefaultMaxPayloadBytes, preparePayload } from "../domain/submission.js"
 import type { InvalidRecordReport, RecordHead, TaskRecord, TaskState } from "../domain/Task.js"
 import { headOf, toReceipt, toView } from "../domain/Task.js"
 import * as Transitions from "../domain/transitions.js"
@@ -95,6 +95,7 @@ export const makeTaskStore = (
     submit: Effect.fn("TaskStore.submit")(function* (request) {
       // Checked before the store is touched: bad input changes nothing and opens nothing.
       const prepared = yield* preparePayload(request.payload, maxPayloadBytes)
+      const ttlMillis = yield* checkTtl(request.ttlMillis)
       const taskId = yield* backend.taskIdFor(request.clientRequestId)
       const record = Transitions.newRecord({
         taskId,
@@ -102,7 +103,7 @@ export const makeTaskStore = (
         payload: request.payload,
         payloadSha256: prepared.sha,
         now: yield* Clock.currentTimeMillis,
-        ttlMillis: request.ttlMillis
+        ttlMillis
       })
       const existing = yield* backend.insertIfAbsent(record)
       return Option.isSome(existing)

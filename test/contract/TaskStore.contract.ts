@@ -92,8 +92,16 @@ export const taskStoreContract = (
     it.scoped("the ttl a submit asks for is kept through every write; a resubmission's is ignored", () =>
       withStore((store) =>
         Effect.gen(function* () {
-          const kept = yield* store.submit({ clientRequestId: id("ttl"), payload: { n: 1 }, ttlMillis: 60_000 })
-          const unlimited = yield* store.submit({ clientRequestId: id("ttl-null"), payload: {}, ttlMillis: null })
+          const kept = yield* store.submit({
+            clientRequestId: id("ttl"),
+            payload: { n: 1 },
+            ttlMillis: 60_000
+          })
+          const unlimited = yield* store.submit({
+            clientRequestId: id("ttl-null"),
+            payload: {},
+            ttlMillis: null
+          })
           const plain = yield* store.submit({ clientRequestId: id("ttl-none"), payload: {} })
           const again = yield* store.submit({ clientRequestId: id("ttl"), payload: { n: 1 }, ttlMillis: 5 })
           assert.deepStrictEqual(again, kept)
@@ -105,6 +113,20 @@ export const taskStoreContract = (
           if (Option.isNone(claimed)) return assert.fail("not claimed")
           yield* store.complete(kept.task_id, claimed.value.lease, { done: true })
           assert.strictEqual((yield* store.peek(kept.task_id)).ttl_ms, 60_000)
+          // A ttl no record can keep is refused, naming the field, and nothing is stored.
+          for (const ttlMillis of [-5, 1.5, Number.POSITIVE_INFINITY, Number.NaN]) {
+            const refused = yield* Effect.flip(
+              store.submit({ clientRequestId: id("ttl-bad"), payload: {}, ttlMillis })
+            )
+            assert.strictEqual(refused._tag, "InvalidInput")
+            if (refused._tag === "InvalidInput") assert.strictEqual(refused.field, "ttl")
+          }
+          const after = yield* store.submit({ clientRequestId: id("ttl-bad"), payload: {} })
+          assert.notProperty(
+            yield* store.record(after.task_id),
+            "ttl_ms",
+            "the refused submits stored nothing"
+          )
         })
       )
     )

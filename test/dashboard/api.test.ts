@@ -184,7 +184,13 @@ describe("dashboard API: refusals repeat nothing they were sent", () => {
               postJson(bearer, jsonBody({ payload: {}, request_id: secret.repeat(30) })),
               "request_id"
             ],
-            ["/api/tasks", postJson(bearer, jsonBody([secret])), "body"]
+            ["/api/tasks", postJson(bearer, jsonBody([secret])), "body"],
+            // The in-server provider is reserved: no worker would ever run such a task.
+            [
+              "/api/tasks",
+              postJson(bearer, jsonBody({ payload: { provider: "mcp-tool", note: secret } })),
+              "payload"
+            ]
           ]
           for (const [target, options, field] of cases) {
             const reply = yield* call(target, options)

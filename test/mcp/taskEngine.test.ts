@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, Scope, Stream, TestClock } from "effect"
+import { StorageError } from "../../src/domain/errors.js"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import { formatHandle, InProcessProvider, okAnswer, parseHandle } from "../../src/domain/mcpTask.js"
 import type { McpTask } from "../../src/domain/mcpTask.js"
@@ -13,6 +14,7 @@ import { echoProviderLayer } from "../../src/providers/layer.js"
 import { Host } from "../../src/services/Host.js"
 import type { InServerTask } from "../../src/services/McpTasks.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
+import type { TaskStoreShape } from "../../src/services/TaskStore.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
 import { runPass } from "../../src/worker/pass.js"
 
@@ -223,7 +225,82 @@ describe("McpTasks", () => {
     }).pipe(Effect.provide(Layer.merge(store, echoProviderLayer)))
   )
 
-  it.scopedLive("changes tells of each change of the tasks it knows, once, and of no other", () =>
+  it.scopedLive(
+    "a claim that finds its new task busy is tried again; one busy for 2 s cancels the task and fails the call",
+    () =>
+      Effect.gen(function* () {
+        const queue = yield* TaskStore
+        let busy = 3
+        const flaky: TaskStoreShape = {
+          ...queue,
+          // Another process holds the task's lock the first times it is asked for (a worker's walk).
+          claim: (taskId, request) =>
+            busy-- > 0 ? Effect.succeed(Option.none()) : queue.claim(taskId, request)
+        }
+        const tasks = yield* engine.pipe(Effect.provideService(TaskStore, flaky))
+        const created = yield* tasks.hold(call)
+        assert.strictEqual(created.status, "working")
+        assert.strictEqual((yield* queue.peek(handleOf(created).taskId)).state, "running")
+
+        const never: TaskStoreShape = { ...queue, claim: () => Effect.succeed(Option.none()) }
+        const stuck = yield* engine.pipe(Effect.provideService(TaskStore, never))
+        const refused = yield* Effect.flip(stuck.hold({ ...call, tool: "stuck" }))
+        assert.strictEqual(refused._tag, "StorageError")
+        const page = yield* queue.list({ limit: 10 })
+        const left = page.tasks.find((task) => task.state !== "running")
+        assert.strictEqual(left?.state, "cancelled", "never left queued for nobody")
+      }).pipe(Effect.provide(store))
+  )
+
+  it.scopedLive(
+    "settle returns once the outcome is written, after storage errors, and fails when it never is",
+    () =>
+      Effect.gen(function* () {
+        const queue = yield* TaskStore
+        let failures = 2
+        const flaky: TaskStoreShape = {
+          ...queue,
+          complete: (taskId, lease, result, receipt) =>
+            failures-- > 0
+              ? Effect.fail(new StorageError({ operation: "rename", path: "x", reason: "EIO" }))
+              : queue.complete(taskId, lease, result, receipt)
+        }
+        const tasks = yield* engine.pipe(Effect.provideService(TaskStore, flaky))
+        const held = yield* tasks.hold(call)
+        yield* tasks.settle(held.taskId, { _tag: "complete", result: okAnswer({ ok: 1 }) })
+        assert.strictEqual((yield* queue.peek(handleOf(held).taskId)).state, "complete")
+
+        const broken: TaskStoreShape = {
+          ...queue,
+          complete: () => Effect.fail(new StorageError({ operation: "rename", path: "x", reason: "EIO" }))
+        }
+        const failing = yield* engine.pipe(Effect.provideService(TaskStore, broken))
+        const lost = yield* failing.hold(call)
+        const refused = yield* Effect.flip(
+          failing.settle(lost.taskId, { _tag: "complete", result: okAnswer({}) })
+        )
+        assert.strictEqual(refused._tag, "StorageError", "not acknowledged: the SDK's storeTaskResult fails")
+      }).pipe(Effect.provide(store))
+  )
+
+  it.scopedLive("a cancel that meets a task finished since its look is refused as finished", () =>
+    Effect.gen(function* () {
+      const queue = yield* TaskStore
+      const receipt = yield* queue.submit({ clientRequestId: ClientRequestId.make("racing"), payload: {} })
+      const racing: TaskStoreShape = {
+        ...queue,
+        // The task finished between the look and the cancel: the store reports it as it is.
+        cancel: (taskId) =>
+          Effect.succeed({ task_id: taskId, cancelled: false, cancel_requested: false, state: "complete" })
+      }
+      const tasks = yield* engine.pipe(Effect.provideService(TaskStore, racing))
+      const handle = formatHandle({ taskId: receipt.task_id, payloadSha256: receipt.payload_sha256 })
+      const refused = yield* Effect.flip(tasks.cancel(handle))
+      assert.strictEqual(refused._tag, "TaskFinished")
+    }).pipe(Effect.provide(store))
+  )
+
+  it.scopedLive("changes tells of each change of the tasks it knows, and of no other", () =>
     Effect.gen(function* () {
       const queue = yield* TaskStore
       const tasks = yield* engine

@@ -58,7 +58,8 @@ export const useMcpTest = () => {
   return {
     tempDir,
     connect,
-    tasks: (root: string, capabilities?: ClientCapabilities) => connect(tasksBin, ["--root", root], capabilities),
+    tasks: (root: string, capabilities?: ClientCapabilities) =>
+      connect(tasksBin, ["--root", root], capabilities),
     /** `relaykeep-tasks --root root`, driven by hand (see spawnRaw). */
     rawTasks: (root: string): RawServer => {
       const server = spawnRaw(tasksBin, ["--root", root])

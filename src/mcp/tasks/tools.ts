@@ -12,6 +12,7 @@ import {
   TaskSummary,
   TaskView
 } from "../../domain/Task.js"
+import { checkSubmittable } from "../../domain/mcpTask.js"
 import { TaskStore } from "../../services/TaskStore.js"
 import { DefaultListLimit, MaxListLimit } from "../../store/shared.js"
 import { defineTool } from "../Tool.js"
@@ -72,12 +73,15 @@ export const submitTool = defineTool({
   taskSupport: "optional",
   queuedTask: true,
   handler: (input, context) =>
-    Effect.flatMap(TaskStore, (store) =>
-      store.submit({
-        clientRequestId: input.client_request_id,
-        payload: input.payload,
-        ...(context.task === undefined ? {} : { ttlMillis: context.task.ttl })
-      })
+    Effect.zipRight(
+      checkSubmittable(input.payload),
+      Effect.flatMap(TaskStore, (store) =>
+        store.submit({
+          clientRequestId: input.client_request_id,
+          payload: input.payload,
+          ...(context.task === undefined ? {} : { ttlMillis: context.task.ttl })
+        })
+      )
     )
 })
 

@@ -157,6 +157,20 @@ describe("examples/long-task-server.mjs", { timeout: 120_000 }, () => {
       await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)
     )
     assert.match(result.content[0].text, /^Cancelled: /)
+    // The run's end is audited as it was written: cancelled, not the tool's own end.
+    const handle = parseHandle(task.taskId)
+    if (handle._tag === "None") throw new Error("not a handle")
+    const ends = await waitFor("the run's end in the audit log", () => {
+      const entries = auditOf(root).filter((entry) => entry.task_id === handle.value.taskId)
+      return entries.length === 2 ? entries : undefined
+    })
+    assert.deepStrictEqual(
+      ends.map((entry) => [entry.status, entry.error?.tag ?? null]),
+      [
+        ["ok", null],
+        ["error", "Cancelled"]
+      ]
+    )
   })
 
   it("a server killed mid-run: a new server process reports the task failed (interrupted); a worker never takes it", async () => {

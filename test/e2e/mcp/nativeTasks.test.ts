@@ -18,7 +18,8 @@ import { AuditEntry } from "../../../src/domain/audit.js"
 import { parseHandle } from "../../../src/domain/mcpTask.js"
 import { Receipt, TaskView } from "../../../src/domain/Task.js"
 import { PassReport } from "../../../src/worker/pass.js"
-import { cliJson, relaykeep } from "../../support/mcpProcess.js"
+import { withTimeout } from "../../chaos/support.js"
+import { cliJson, initializedNotification, initializeRequest, relaykeep } from "../../support/mcpProcess.js"
 import { call, callOk, errorResult, okResult, useMcpTest } from "../../support/mcpStdio.js"
 import { effectsIn, useScriptedWorkers } from "../../support/scriptedWorker.js"
 import { waitFor } from "../../support/waitFor.js"
@@ -312,6 +313,73 @@ describe("MCP tasks on relaykeep-tasks", { timeout: 180_000 }, () => {
     assert.deepStrictEqual(byTool("tasks/get")[0]?.arguments, { taskId: otherHash })
   })
 
+  it("a server whose stdin closes while a tasks/result waits exits at once, the wait audited as cancelled", async () => {
+    const root = path.join(mcp.tempDir(), "root")
+    const server = mcp.rawTasks(root)
+    server.send({
+      ...initializeRequest(1),
+      params: { ...initializeRequest(1).params, protocolVersion: "2025-11-25", capabilities: TasksClient }
+    })
+    await server.response(1)
+    server.send(initializedNotification)
+    server.send({
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "submit", arguments: { client_request_id: "never-run", payload: {} }, task: {} }
+    })
+    await server.response(2)
+    const createdLine = server.lines().find((line) => line.includes('"id":2'))
+    const created = Schema.decodeUnknownSync(CreatedLine)(createdLine)
+    // No worker: the task stays queued, and the result would wait for it for ever.
+    server.send({
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tasks/result",
+      params: { taskId: created.result.task.taskId }
+    })
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    server.closeStdin()
+    const exit = await withTimeout(server.exited, 5_000)
+    assert.isDefined(exit, "the server still ran 5 s after stdin closed")
+    assert.strictEqual(exit?.code, 0, `exit code; stderr: ${exit?.stderr}`)
+    const waited = auditEntries(root).filter((entry) => entry.tool === "tasks/result")
+    assert.deepStrictEqual(
+      waited.map((entry) => [entry.status, entry.error?.tag]),
+      [["error", "Cancelled"]]
+    )
+  })
+
+  it("nobody submits a task of the in-server provider: MCP and the CLI refuse it (the dashboard's route: test/dashboard/api.test.ts)", async () => {
+    const root = path.join(mcp.tempDir(), "root")
+    const session = await mcp.tasks(root)
+    const payload = { provider: "mcp-tool", server: "x", tool: "y", arguments: null }
+    const message = errorResult(
+      await call(session, "submit", { client_request_id: "reserved", payload }),
+      "InvalidArguments"
+    )
+    assert.strictEqual(
+      message,
+      "payload: provider: mcp-tool is reserved for the tasks an MCP server runs itself"
+    )
+    const cli = await relaykeep([
+      "submit",
+      "--root",
+      root,
+      "--id",
+      "reserved",
+      "--payload",
+      JSON.stringify(payload)
+    ])
+    assert.strictEqual(cli.code, 2)
+    assert.strictEqual(
+      cli.stderr,
+      "InvalidInput: --payload: provider: mcp-tool is reserved for the tasks an MCP server runs itself\n"
+    )
+    const listed = await call(session, "list", {})
+    assert.deepStrictEqual(listed.structuredContent?.["tasks"], [], "nothing was stored")
+  })
+
   it("a client without the tasks capability keeps submit and read, and tasks/list pages every task", async () => {
     const root = path.join(mcp.tempDir(), "root")
     const plain = await mcp.tasks(root)
@@ -346,3 +414,7 @@ const ResultShape = Schema.Struct({
   structuredContent: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   isError: Schema.optional(Schema.Boolean)
 })
+
+const CreatedLine = Schema.parseJson(
+  Schema.Struct({ result: Schema.Struct({ task: Schema.Struct({ taskId: Schema.String }) }) })
+)
