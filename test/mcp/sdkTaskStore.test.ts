@@ -11,7 +11,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import type { Task } from "@modelcontextprotocol/sdk/types.js"
 import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import { Context, Data, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import * as z from "zod"
 import { parseHandle } from "../../src/domain/mcpTask.js"
 import { makeDurableTaskStore } from "../../src/mcp/sdkTaskStore.js"
@@ -145,8 +145,14 @@ const holdTask = (durable: SdkTaskStore, ttl: number | null = null) =>
 /** The same handle with the last hex digit of its hash changed. */
 const alteredHandle = (taskId: string) => `${taskId.slice(0, -1)}${taskId.endsWith("0") ? "1" : "0"}`
 
+/** What a promise of the store rejected with, kept as it was. */
+class Rejected extends Data.TaggedError("Rejected")<{ readonly error: unknown }> {}
+
 const rejection = <A>(promise: () => Promise<A>) =>
-  Effect.flip(Effect.tryPromise({ try: promise, catch: (error: unknown) => error }))
+  Effect.map(
+    Effect.flip(Effect.tryPromise({ try: promise, catch: (error: unknown) => new Rejected({ error }) })),
+    (rejected) => rejected.error
+  )
 
 describe("makeDurableTaskStore", () => {
   it.scopedLive(
