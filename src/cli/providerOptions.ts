@@ -12,6 +12,12 @@ export const providerOptions = {
   claudeExecutable: text("claude-executable", "Absolute path of the Claude Code CLI"),
   codexExecutable: text("codex-executable", "Absolute path of the Codex CLI"),
   workDir: text("work-dir", "Absolute path of the directory the CLIs run in"),
+  allowWorkDir: Options.text("allow-work-dir").pipe(
+    Options.withDescription(
+      "Let a payload name its own work_dir inside this directory, after symbolic links (absolute; repeatable)"
+    ),
+    Options.repeated
+  ),
   codexSkipGitCheck: Options.boolean("codex-skip-git-check").pipe(
     Options.withDescription(
       "Let Codex run in a work dir that is not a git repository (off: Codex refuses; see SECURITY.md)"

@@ -10,9 +10,17 @@ export const CliModel = Schema.String.pipe(
   })
 )
 
-/** A payload for a real provider: exactly these three keys. */
+/**
+ * A payload for a real provider: exactly these keys. A CLI's may name the directory it runs in
+ * (`work_dir`), which a worker accepts only inside a directory it allows (`--allow-work-dir`).
+ */
 export const ProviderPayload = Schema.Union(
-  Schema.Struct({ provider: Schema.Literal("claude", "codex"), model: CliModel, prompt: Schema.String }),
+  Schema.Struct({
+    provider: Schema.Literal("claude", "codex"),
+    model: CliModel,
+    prompt: Schema.String,
+    work_dir: Schema.optional(Schema.String)
+  }),
   Schema.Struct({
     provider: Schema.Literal("ollama", "openai"),
     model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),

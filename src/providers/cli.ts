@@ -14,7 +14,7 @@ import type { ProviderPayload } from "../domain/provider.js"
 import type { ProviderResult, ProviderTask } from "../services/Provider.js"
 import { Host } from "../services/Host.js"
 import { attemptMarker } from "../services/ProcessTree.js"
-import { decodePayload } from "./payload.js"
+import { decodePayload, payloadWorkDir } from "./payload.js"
 import type { OutputSoFar, ProcessOutcome } from "./process.js"
 import { runBounded } from "./process.js"
 import { stoppedReceipt, withReceipt } from "./receipts.js"
@@ -22,6 +22,7 @@ import type { ProviderSettings } from "./settings.js"
 import type { CliVerdict } from "./verdict.js"
 import { providerEnvironment } from "./environment.js"
 import { boundedEvents } from "./verdict.js"
+import { taskDirectory } from "./workDir.js"
 
 const isAbsolute = (path: string) => path.startsWith("/")
 
@@ -43,31 +44,6 @@ export const checkExecutable = (
       return yield* unavailable(`${executable} is not an executable file`)
     return executable
   })
-
-/** The directory the CLIs run in: configured, absolute, an existing directory. */
-export const checkWorkDir = (fs: FileSystem.FileSystem, provider: string, workDir: string | undefined) =>
-  Effect.gen(function* () {
-    const unavailable = (reason: string) => new ProviderUnavailable({ provider, reason })
-    if (workDir === undefined) return yield* unavailable("no --work-dir is configured")
-    if (!isAbsolute(workDir)) return yield* unavailable("--work-dir must be an absolute path")
-    const dir = yield* fs
-      .stat(workDir)
-      .pipe(Effect.mapError(() => unavailable(`work dir ${workDir} does not exist`)))
-    if (dir.type !== "Directory") return yield* unavailable(`work dir ${workDir} is not a directory`)
-    return workDir
-  })
-
-/** The executable and work dir for a CLI: absolute, existing, runnable. Nothing starts otherwise. */
-export const checkCliPaths = (
-  fs: FileSystem.FileSystem,
-  provider: string,
-  executable: string | undefined,
-  workDir: string | undefined
-) =>
-  Effect.map(
-    Effect.zip(checkExecutable(fs, provider, executable), checkWorkDir(fs, provider, workDir)),
-    ([exe, dir]) => ({ executable: exe, workDir: dir })
-  )
 
 /** The worker's environment as a provider may see it (see environment.ts). */
 export const childEnvironment = (
@@ -171,7 +147,8 @@ export const makeCliLauncher = (
     return (task: ProviderTask) =>
       Effect.gen(function* () {
         const payload: ProviderPayload = yield* decodePayload(provider, task.payload)
-        const paths = yield* checkCliPaths(fs, provider, executable, settings.workDir)
+        const executablePath = yield* checkExecutable(fs, provider, executable)
+        const dir = yield* taskDirectory(fs, provider, settings, payloadWorkDir(payload))
         const startedAt = yield* Clock.currentTimeMillis
         const stopped = yield* Ref.make<AttemptReceipt | undefined>(undefined)
         const receiptSoFar = (soFar: OutputSoFar): AttemptReceipt =>
@@ -187,9 +164,9 @@ export const makeCliLauncher = (
           )
         const run = yield* runBounded({
           provider,
-          executable: paths.executable,
+          executable: executablePath,
           args: argsFor(payload.model),
-          cwd: paths.workDir,
+          cwd: dir.cwd,
           env: childEnvironment(host.environment, settings),
           // The child learns which task and attempt it serves (ids we made, never user text), and
           // so does every descendant that keeps its environment: the stop finds them by it.
@@ -219,6 +196,7 @@ export const makeCliLauncher = (
             )
           )
         )
-        return { payload, run, workDir: paths.workDir }
-      }).pipe(Effect.provide(context))
+        return { payload, run, workDir: dir.path }
+        // The scope holds a payload's work dir open until the CLI has started in it.
+      }).pipe(Effect.scoped, Effect.provide(context))
   })

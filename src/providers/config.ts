@@ -23,6 +23,7 @@ export interface ProviderFlags {
   readonly claudeExecutable: Option.Option<string>
   readonly codexExecutable: Option.Option<string>
   readonly workDir: Option.Option<string>
+  readonly allowWorkDir: ReadonlyArray<string>
   readonly codexSkipGitCheck: boolean
   readonly ollamaUrl: Option.Option<string>
   readonly openaiUrl: Option.Option<string>
@@ -38,6 +39,7 @@ export const NoProviderFlags: ProviderFlags = {
   claudeExecutable: Option.none(),
   codexExecutable: Option.none(),
   workDir: Option.none(),
+  allowWorkDir: [],
   codexSkipGitCheck: false,
   ollamaUrl: Option.none(),
   openaiUrl: Option.none(),
@@ -54,6 +56,7 @@ const ConfigFile = Schema.parseJson(
     claude_executable: Schema.optional(Schema.String),
     codex_executable: Schema.optional(Schema.String),
     work_dir: Schema.optional(Schema.String),
+    allow_work_dirs: Schema.optional(Schema.Array(Schema.String)),
     codex_skip_git_check: Schema.optional(Schema.Boolean),
     ollama_url: Schema.optional(Schema.String),
     openai_url: Schema.optional(Schema.String),
@@ -107,6 +110,14 @@ const namePatterns = (
     })
   )
 }
+
+/** Directories given by absolute path, each checked; a relative one names the field and its entry. */
+const absolutePaths = (field: string, paths: ReadonlyArray<string>) =>
+  Effect.forEach(paths, (path, index) =>
+    path.startsWith("/")
+      ? Effect.succeed(path)
+      : Effect.fail(new InvalidInput({ field, reason: `entry ${index + 1} must be an absolute path` }))
+  )
 
 /** An on/off environment variable: 1/true/yes or 0/false/no, nothing else. */
 export const parseSwitch = (value: string): Either.Either<boolean, string> => {
@@ -168,6 +179,10 @@ export const resolveProviderSettings = (args: ProviderFlags, root: string) =>
       ),
       codexExecutable: yield* pick(args.codexExecutable, "RELAYKEEP_CODEX_EXECUTABLE", file.codex_executable),
       workDir: yield* pick(args.workDir, "RELAYKEEP_WORK_DIR", file.work_dir),
+      allowedWorkDirs: yield* absolutePaths(
+        "--allow-work-dir",
+        args.allowWorkDir.length > 0 ? args.allowWorkDir : (file.allow_work_dirs ?? [])
+      ),
       codexSkipGitCheck: args.codexSkipGitCheck || (skipGitFromEnv ?? file.codex_skip_git_check ?? false),
       ollamaUrl: yield* parsed(
         "--ollama-url",

@@ -7,7 +7,8 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import { Duration, Effect, Either, Option, Schema } from "effect"
 import { Host } from "../services/Host.js"
-import { checkExecutable, checkWorkDir, childEnvironment } from "./cli.js"
+import { checkExecutable, childEnvironment } from "./cli.js"
+import { checkWorkDir } from "./workDir.js"
 import type { Diagnosis, DoctorCheck } from "./doctorReport.js"
 import {
   check,

@@ -6,7 +6,10 @@ import { ProviderPayload } from "../domain/provider.js"
 
 const decode = Schema.decodeUnknown(ProviderPayload, { errors: "first", onExcessProperty: "error" })
 
-/** A provider's payload: exactly `{provider, model, prompt}`, checked before anything starts. */
+/**
+ * A provider's payload: exactly `{provider, model, prompt}` (and for a CLI, an optional
+ * `work_dir`), checked before anything starts.
+ */
 export const decodePayload = (
   provider: ProviderPayload["provider"],
   payload: JsonObject
@@ -18,3 +21,7 @@ export const decodePayload = (
       () => new InvalidPayload({ provider, reason: `provider must be ${provider}` })
     )
   )
+
+/** The directory a CLI payload asks to run in, if it names one. */
+export const payloadWorkDir = (payload: ProviderPayload): string | undefined =>
+  "work_dir" in payload ? payload.work_dir : undefined

@@ -11,6 +11,11 @@ export interface ProviderSettings {
   /** The directory the CLIs run in; absolute, and it must exist. */
   readonly workDir: string | undefined
   /**
+   * Directories inside which a payload may name its own `work_dir` (after symbolic links are
+   * resolved); none: a payload's `work_dir` is refused.
+   */
+  readonly allowedWorkDirs: ReadonlyArray<string>
+  /**
    * Let Codex run outside a git repository (`--skip-git-repo-check`). Off by default: a work
    * dir under git is how a user reviews and undoes what an unattended agent changed.
    */
@@ -36,6 +41,7 @@ export const defaultSettings: ProviderSettings = {
   claudeExecutable: undefined,
   codexExecutable: undefined,
   workDir: undefined,
+  allowedWorkDirs: [],
   codexSkipGitCheck: false,
   ollamaUrl: undefined,
   openaiUrl: undefined,

@@ -6,6 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import {
   failureTagged,
   fakeClaude,
@@ -51,6 +52,42 @@ describe("claude provider", { timeout: 120_000 }, () => {
         text: "The fake claude answered: naïve café ✓"
       })
     })
+  )
+
+  it.scopedLive(
+    "a payload's work_dir inside --allow-work-dir: the CLI runs there; without it, nothing starts",
+    () =>
+      Effect.gen(function* () {
+        const box = yield* sandbox
+        const projects = path.join(box.dir, "projects")
+        const repo = path.join(projects, "repo")
+        fs.mkdirSync(repo, { recursive: true })
+        const withDir = { ...payload("hello"), work_dir: repo }
+        const allowed = settings({
+          claudeExecutable: fakeClaude,
+          workDir: box.workDir,
+          allowedWorkDirs: [projects]
+        })
+        successOf(
+          yield* runProvider(withDir).pipe(Effect.provide(providerLayer(allowed, box.env("success"))))
+        )
+        assert.strictEqual(onlyRun(box).cwd, fs.realpathSync(repo), "ran in the payload's directory")
+
+        const plain = settings({ claudeExecutable: fakeClaude, workDir: box.workDir })
+        const refused = failureTagged(
+          yield* runProvider(withDir).pipe(Effect.provide(providerLayer(plain, box.env("success")))),
+          "InvalidPayload"
+        )
+        assert.match(refused.reason, /^work_dir: this worker runs every task in its own --work-dir/)
+        const outside = failureTagged(
+          yield* runProvider({ ...withDir, work_dir: box.workDir }).pipe(
+            Effect.provide(providerLayer(allowed, box.env("success")))
+          ),
+          "InvalidPayload"
+        )
+        assert.match(outside.reason, /^work_dir: is not inside a directory this worker allows/)
+        assert.strictEqual(box.runs().length, 1, "no refused task started the CLI")
+      })
   )
 
   it.scopedLive("a successful run leaves a receipt: requested model, no model identity, usage and cost", () =>

@@ -48,12 +48,14 @@ const fromFile = JSON.stringify({
   pass_env: ["HOME", "LC_*"],
   task_timeout: "90s",
   kill_grace: "2s",
-  max_output: "1M"
+  max_output: "1M",
+  allow_work_dirs: ["/file/projects"]
 })
 const fileSettings = {
   claudeExecutable: "/file/claude",
   codexExecutable: "/file/codex",
   workDir: "/file/work",
+  allowedWorkDirs: ["/file/projects"],
   codexSkipGitCheck: true,
   ollamaUrl: "http://127.0.0.1:1111/",
   openaiUrl: "http://localhost:2222/v1",
@@ -80,6 +82,8 @@ const envSettings = {
   claudeExecutable: "/env/claude",
   codexExecutable: "/env/codex",
   workDir: "/env/work",
+  // No variable names it: still the file's.
+  allowedWorkDirs: ["/file/projects"],
   codexSkipGitCheck: false,
   ollamaUrl: "http://[::1]:3333/",
   openaiUrl: "http://127.0.0.1:4444/",
@@ -99,6 +103,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
         claudeExecutable: undefined,
         codexExecutable: undefined,
         workDir: undefined,
+        allowedWorkDirs: [],
         codexSkipGitCheck: false,
         ollamaUrl: undefined,
         openaiUrl: undefined,
@@ -136,6 +141,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
       const options: Partial<ProviderFlags> = {
         claudeExecutable: Option.some("/option/claude"),
         workDir: Option.some("/option/work"),
+        allowWorkDir: ["/option/a", "/option/b"],
         codexSkipGitCheck: true,
         ollamaUrl: Option.some("http://localhost:5555"),
         stripEnv: ["OPTION_SECRET"],
@@ -146,6 +152,7 @@ describe("provider settings", { timeout: 180_000 }, () => {
         ...envSettings,
         claudeExecutable: "/option/claude",
         workDir: "/option/work",
+        allowedWorkDirs: ["/option/a", "/option/b"],
         codexSkipGitCheck: true,
         ollamaUrl: "http://localhost:5555/",
         stripEnv: ["OPTION_SECRET"],
@@ -181,6 +188,13 @@ describe("provider settings", { timeout: 180_000 }, () => {
     ["a bad duration", undefined, { RELAYKEEP_TASK_TIMEOUT: "soon" }, "--task-timeout", /not a duration/],
     ["a zero grace", '{"kill_grace": "0s"}', {}, "--kill-grace", /longer than zero/],
     ["a bad size", undefined, { RELAYKEEP_MAX_OUTPUT: "lots" }, "--max-output", /not a size/],
+    [
+      "a relative allowed work dir in config.json",
+      '{"allow_work_dirs": ["/ok", "projects"]}',
+      {},
+      "--allow-work-dir",
+      /entry 2 must be an absolute path/
+    ],
     [
       "a switch that is neither on nor off",
       undefined,
