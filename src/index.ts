@@ -41,6 +41,7 @@ export { pgTaskStoreLayer } from "./store/postgres/layer.js"
 export type { PgStoreOptions } from "./store/postgres/target.js"
 
 export { runPass, PassReport, DefaultLeaseMillis } from "./worker/pass.js"
+export { AttemptOutcome, WorkerEvent, WorkerEventLine } from "./domain/workerEvent.js"
 export { reapOrphans, ReapReport, ReapedTask } from "./worker/reap.js"
 export { runAttempt, isRetryable, taskErrorOf } from "./worker/attempt.js"
 export type { AttemptEnd, AttemptReport } from "./worker/attempt.js"

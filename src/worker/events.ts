@@ -27,9 +27,9 @@ export const describeEvent = (event: WorkerEvent): string => {
         event.error ? `: ${event.error.tag}: ${event.error.message}` : ""
       }${event.requeued ? " (queued again)" : ""}`
     case "reaped":
-      return `reaped ${event.task_id} attempt ${event.attempt} (${event.reason}): now ${event.now}`
+      return `reaped ${event.task_id} attempt ${event.attempt} (${event.reason}): now ${event.state}`
     case "released":
-      return `released ${event.task_id} attempt ${event.attempt}: now ${event.now}`
+      return `released ${event.task_id} attempt ${event.attempt}: now ${event.state}`
     case "stopping":
       return `stopping (${event.reason}): ${event.running} running, up to ${event.grace_ms} ms to finish`
     case "storage_error":

@@ -22,7 +22,7 @@ export const ReapedTask = Schema.Struct({
   worker_id: Schema.String,
   expires_at: Schema.String,
   /** Where the task went: back to the queue, or failed/cancelled for good. */
-  now: Schema.Literal("queued", "failed", "cancelled"),
+  state: Schema.Literal("queued", "failed", "cancelled"),
   /**
    * The process group noted on the lost attempt, when processes of the attempt (its group, its
    * session, or processes carrying its id) still ran on this host and were stopped.
@@ -99,7 +99,7 @@ export const reapSnapshot = (
           attempt: lease.attempt,
           worker_id: lease.worker_id,
           expires_at: lease.expires_at,
-          now: outcome.right,
+          state: outcome.right,
           ...(stopped === undefined ? {} : { stopped_process_group: stopped })
         })
         yield* Effect.logDebug(

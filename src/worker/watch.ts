@@ -200,10 +200,10 @@ export const runWatch = (
         return runAttempt(claimed, {
           leaseMillis: options.leaseMillis,
           cancelPollMillis: options.cancelPollMillis,
-          onRelease: (now) =>
+          onRelease: (state) =>
             Effect.zipRight(
               Ref.update(counts, (c) => ({ ...c, released: c.released + 1 })),
-              output.event({ event: "released", task_id: taskId, attempt: lease.attempt, now })
+              output.event({ event: "released", task_id: taskId, attempt: lease.attempt, state })
             )
         }).pipe(
           Effect.tap((report) =>
@@ -293,7 +293,7 @@ export const runWatch = (
             task_id: task.task_id,
             attempt: task.attempt,
             reason: task.reason,
-            now: task.now
+            state: task.state
           })
         }
         yield* Ref.update(counts, (c) => ({ ...c, reaped: c.reaped + report.reaped.length }))

@@ -134,7 +134,7 @@ describe("stale fence, in-process (10a)", () => {
             Effect.provide(provider)
           )
           assert.deepStrictEqual(
-            reaping.reaped.map((r) => [r.task_id, r.reason, r.attempt, r.worker_id, r.now]),
+            reaping.reaped.map((r) => [r.task_id, r.reason, r.attempt, r.worker_id, r.state]),
             [[receipt.task_id, "lease_expired", 1, "A", "queued"]]
           )
           assert.deepStrictEqual(reaping.dispatched, [])
@@ -196,7 +196,7 @@ describe("stale fence, in-process (10a)", () => {
           const snapshot = yield* store.live
           const reaped = yield* reapSnapshot(snapshot)
           assert.deepStrictEqual(
-            reaped.reaped.map((r) => r.now),
+            reaped.reaped.map((r) => r.state),
             ["queued"]
           )
           yield* TestClock.adjust(Duration.seconds(1))
@@ -365,7 +365,7 @@ describe("rescue against completion, hammered on the file store (11)", () => {
             assert.strictEqual(completed.left._tag, "StaleAttempt", context)
             assert.deepStrictEqual(reaped.left_alone, [], context)
             assert.deepStrictEqual(
-              reaped.reaped.map((r) => [r.task_id, r.reason, r.now]),
+              reaped.reaped.map((r) => [r.task_id, r.reason, r.state]),
               [[receipt.task_id, "lease_expired", retry.max_attempts === 2 ? "queued" : "failed"]],
               context
             )

@@ -271,7 +271,7 @@ describe("storage faults under a watching worker (requirement 13)", () => {
           const reaped: Array<string> = []
           for (let i = 0; i < 3; i++) {
             const passReport = yield* pass
-            reaped.push(...passReport.reaped.map((r) => `${r.task_id}:${r.reason}:${r.now}`))
+            reaped.push(...passReport.reaped.map((r) => `${r.task_id}:${r.reason}:${r.state}`))
           }
           const expectedReaped = c.third === "running" ? [`${receipts[2]?.task_id}:owner_dead:queued`] : []
           expect(

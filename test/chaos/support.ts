@@ -190,7 +190,7 @@ export const ReapedEvent = Schema.Struct({
   task_id: Schema.String,
   attempt: Schema.Int,
   reason: Schema.String,
-  now: Schema.String
+  state: Schema.String
 })
 export type ReapedEvent = typeof ReapedEvent.Type
 

@@ -274,7 +274,7 @@ describe.skipIf(!pgAvailable)("relaykeep on PostgreSQL", { timeout: 120_000 }, (
 
     const report = jsonOutput(ReapReport, await pg("recover"))
     assert.deepStrictEqual(
-      report.reaped.map((task) => [task.task_id, task.reason, task.worker_id, task.now]),
+      report.reaped.map((task) => [task.task_id, task.reason, task.worker_id, task.state]),
       [[receipt.task_id, "lease_expired", "vanished-machine:777", "failed"]]
     )
     const view = jsonOutput(TaskView, await pg("read", receiptArgs(receipt)))

@@ -56,7 +56,7 @@ const TimedReaped = Schema.Struct({
   task_id: Schema.String,
   attempt: Schema.Int,
   reason: Schema.String,
-  now: Schema.String
+  state: Schema.String
 })
 const isTimedStarted = Schema.is(TimedStarted)
 const isTimedReaped = Schema.is(TimedReaped)
@@ -364,7 +364,7 @@ describe.skipIf(!pgAvailable)("PostgreSQL: workers on two machines", { timeout: 
     // Beta reaped each orphan once, for its expired lease, and only after it expired.
     const reaped = workerEvents(beta).all.filter(isTimedReaped)
     assert.deepStrictEqual(
-      reaped.map((event) => `${event.task_id} ${event.attempt} ${event.reason} ${event.now}`).sort(),
+      reaped.map((event) => `${event.task_id} ${event.attempt} ${event.reason} ${event.state}`).sort(),
       [
         ...retried.map((receipt) => `${receipt.task_id} 1 lease_expired queued`),
         `${final.task_id} 1 lease_expired failed`

@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { CancelOutcome, Receipt, TaskRecord, TaskView } from "../../src/domain/Task.js"
+import { WorkerEventLine } from "../../src/domain/workerEvent.js"
 import { PassReport } from "../../src/worker/pass.js"
 import { ReapReport } from "../../src/worker/reap.js"
 import { WatchSummary } from "../../src/worker/watch.js"
@@ -207,74 +208,11 @@ const lines = (text: string): ReadonlyArray<string> => text.split("\n").filter((
 // What the worker prints
 // ---------------------------------------------------------------------------------------------
 
-const TaskId = Schema.String
-const WorkerEvent = Schema.Union(
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("started"),
-    worker_id: Schema.String,
-    pid: Schema.Int,
-    concurrency: Schema.Int,
-    max_per_provider: Schema.Record({ key: Schema.String, value: Schema.Int }),
-    max_attempts: Schema.Int
-  }),
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("claimed"),
-    task_id: TaskId,
-    attempt: Schema.Int,
-    provider: Schema.String
-  }),
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("finished"),
-    task_id: TaskId,
-    attempt: Schema.Int,
-    provider: Schema.String,
-    outcome: Schema.Literal("complete", "failed", "cancelled", "stale"),
-    duration_ms: Schema.Number,
-    error: Schema.optional(
-      Schema.Struct({ tag: Schema.String, message: Schema.String, retryable: Schema.Boolean })
-    ),
-    requeued: Schema.optional(Schema.Boolean)
-  }),
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("reaped"),
-    task_id: TaskId,
-    attempt: Schema.Int,
-    reason: Schema.String,
-    now: Schema.Literal("queued", "failed", "cancelled")
-  }),
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("released"),
-    task_id: TaskId,
-    attempt: Schema.Int,
-    now: Schema.String
-  }),
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("stopping"),
-    reason: Schema.String,
-    running: Schema.Int,
-    grace_ms: Schema.Int
-  }),
-  Schema.Struct({ time: Schema.String, event: Schema.Literal("storage_error"), message: Schema.String }),
-  Schema.Struct({
-    time: Schema.String,
-    event: Schema.Literal("stopped"),
-    reason: Schema.String,
-    finished: Schema.Int,
-    failed: Schema.Int,
-    released: Schema.Int
-  })
-)
-type WorkerEvent = typeof WorkerEvent.Type
-const decodeEvent = Schema.decodeUnknownSync(Schema.parseJson(WorkerEvent), { onExcessProperty: "error" })
+// The worker's own schema of its stream: what it prints must decode as exactly one event.
+const decodeEvent = Schema.decodeUnknownSync(Schema.parseJson(WorkerEventLine), { onExcessProperty: "error" })
 
 /** Every line of a JSON-format stderr, each decoded as exactly one event (throws on any other line). */
-const jsonEvents = (stderr: string): ReadonlyArray<WorkerEvent> => {
+const jsonEvents = (stderr: string): ReadonlyArray<WorkerEventLine> => {
   assert.isTrue(stderr === "" || stderr.endsWith("\n"), "stderr ends with a newline")
   return lines(stderr).map((line, i) => {
     try {
@@ -289,7 +227,7 @@ const jsonEvents = (stderr: string): ReadonlyArray<WorkerEvent> => {
 }
 
 /** The events decoded so far, skipping lines that are not events (for waiting, not asserting). */
-const eventsSoFar = (stderr: string): ReadonlyArray<WorkerEvent> =>
+const eventsSoFar = (stderr: string): ReadonlyArray<WorkerEventLine> =>
   lines(stderr).flatMap((line) => {
     try {
       return [decodeEvent(line)]
@@ -298,10 +236,10 @@ const eventsSoFar = (stderr: string): ReadonlyArray<WorkerEvent> =>
     }
   })
 
-const waitForEvent = <A extends WorkerEvent>(
+const waitForEvent = <A extends WorkerEventLine>(
   worker: Spawned,
   what: string,
-  match: (event: WorkerEvent) => event is A,
+  match: (event: WorkerEventLine) => event is A,
   timeoutMillis = 120_000
 ): Promise<A> =>
   waitFor(
@@ -310,15 +248,15 @@ const waitForEvent = <A extends WorkerEvent>(
     timeoutMillis
   )
 
-type EventOf<K extends WorkerEvent["event"]> = Extract<WorkerEvent, { readonly event: K }>
-const isStarted = (event: WorkerEvent): event is EventOf<"started"> => event.event === "started"
+type EventOf<K extends WorkerEventLine["event"]> = Extract<WorkerEventLine, { readonly event: K }>
+const isStarted = (event: WorkerEventLine): event is EventOf<"started"> => event.event === "started"
 const finishedOf =
   (taskId: string, attempt: number) =>
-  (event: WorkerEvent): event is EventOf<"finished"> =>
+  (event: WorkerEventLine): event is EventOf<"finished"> =>
     event.event === "finished" && event.task_id === taskId && event.attempt === attempt
 const claimedOf =
   (taskId: string) =>
-  (event: WorkerEvent): event is EventOf<"claimed"> =>
+  (event: WorkerEventLine): event is EventOf<"claimed"> =>
     event.event === "claimed" && event.task_id === taskId
 
 /** SIGINT, then the exit: code 0 and one WatchSummary line on stdout. */
@@ -506,7 +444,7 @@ describe("relaykeep recover", { timeout: 300_000 }, () => {
           attempt: 1,
           worker_id: workerId,
           expires_at: before.lease?.expires_at ?? "",
-          now: "failed",
+          state: "failed",
           stopped_process_group: providerPid
         }
       ],
@@ -570,8 +508,8 @@ describe("relaykeep recover", { timeout: 300_000 }, () => {
 
     const report = recoverOutput(await relaykeep(["recover", "--root", box.root]))
     assert.deepStrictEqual(
-      report.reaped.map(({ task_id, reason, attempt, now }) => ({ task_id, reason, attempt, now })),
-      [{ task_id: receipt.task_id, reason: "owner_dead", attempt: 1, now: "queued" }]
+      report.reaped.map(({ task_id, reason, attempt, state }) => ({ task_id, reason, attempt, state })),
+      [{ task_id: receipt.task_id, reason: "owner_dead", attempt: 1, state: "queued" }]
     )
 
     const queued = await read(box.root, receipt)
@@ -644,13 +582,13 @@ describe("relaykeep recover", { timeout: 300_000 }, () => {
     })
     // Its provider had already exited: no process group was left to stop.
     assert.deepStrictEqual(
-      reaped.reaped.map(({ task_id, reason, now, stopped_process_group }) => ({
+      reaped.reaped.map(({ task_id, reason, state, stopped_process_group }) => ({
         task_id,
         reason,
-        now,
+        state,
         stopped_process_group
       })),
-      [{ task_id: receipt.task_id, reason: "lease_expired", now: "failed", stopped_process_group: undefined }]
+      [{ task_id: receipt.task_id, reason: "lease_expired", state: "failed", stopped_process_group: undefined }]
     )
     process.kill(worker.pid, "SIGCONT")
     await waitFor(
@@ -851,7 +789,7 @@ describe("relaykeep worker --watch", { timeout: 300_000 }, () => {
           task_id: receipt.task_id,
           attempt: 1,
           reason: "owner_dead",
-          now: "failed"
+          state: "failed"
         }
       ]
     )

@@ -95,14 +95,14 @@ export const EventLine = Schema.Union(
     task_id: Schema.String,
     attempt: Count,
     reason: Schema.Literal("lease_expired", "owner_dead", "owner_rebooted"),
-    now: Schema.Literal("queued", "failed", "cancelled")
+    state: Schema.Literal("queued", "failed", "cancelled")
   }),
   Schema.Struct({
     time: Time,
     event: Schema.Literal("released"),
     task_id: Schema.String,
     attempt: Count,
-    now: Schema.String
+    state: Schema.Literal("queued", "failed", "cancelled")
   }),
   Schema.Struct({
     time: Time,

@@ -368,7 +368,7 @@ describe("runAttempt lease", () => {
         Effect.provide(Host.layerTest({ ...here, pid: 999, alive: new Set([999]) }))
       )
       assert.deepStrictEqual(
-        reap.reaped.map((r) => [r.task_id, r.reason, r.now]),
+        reap.reaped.map((r) => [r.task_id, r.reason, r.state]),
         [[taskId, "owner_dead", "queued"]]
       )
       // The reaped attempt was retryable: the task waits out its backoff (at most 1 s) first.

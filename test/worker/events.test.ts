@@ -147,7 +147,7 @@ describe("the watching worker's output", () => {
         task_id: taskR,
         attempt: 2,
         reason: "owner_dead",
-        now: "queued"
+        state: "queued"
       } as const
       yield* textOutput.status(status)
       yield* textOutput.event(reaped)

@@ -266,8 +266,8 @@ describe("runWatch wake-ups and timers", () => {
       )
       const [reaped] = yield* world.eventsOf("reaped")
       assert.deepStrictEqual(
-        { task_id: reaped?.task_id, attempt: reaped?.attempt, reason: reaped?.reason, now: reaped?.now },
-        { task_id: receipt.task_id, attempt: 1, reason: "owner_dead", now: "queued" }
+        { task_id: reaped?.task_id, attempt: reaped?.attempt, reason: reaped?.reason, state: reaped?.state },
+        { task_id: receipt.task_id, attempt: 1, reason: "owner_dead", state: "queued" }
       )
       const view = yield* world.read(receipt)
       assert.strictEqual(view.state, "queued")
@@ -389,7 +389,7 @@ describe("runWatch shutdown", () => {
       }
       const released = yield* world.eventsOf("released")
       assert.sameMembers(
-        released.map((e) => `${e.task_id}@${e.attempt}:${e.now}`),
+        released.map((e) => `${e.task_id}@${e.attempt}:${e.state}`),
         receipts.map((r) => `${r.task_id}@1:queued`)
       )
     })
