@@ -588,7 +588,14 @@ describe("relaykeep recover", { timeout: 300_000 }, () => {
         state,
         stopped_process_group
       })),
-      [{ task_id: receipt.task_id, reason: "lease_expired", state: "failed", stopped_process_group: undefined }]
+      [
+        {
+          task_id: receipt.task_id,
+          reason: "lease_expired",
+          state: "failed",
+          stopped_process_group: undefined
+        }
+      ]
     )
     process.kill(worker.pid, "SIGCONT")
     await waitFor(
