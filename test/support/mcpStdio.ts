@@ -8,6 +8,7 @@ import type { RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.j
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js"
 import { Schema } from "effect"
+import { AuditEntry } from "../../src/domain/audit.js"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -134,3 +135,13 @@ export const callError = async (
   name: string,
   args: Record<string, unknown>
 ): Promise<string> => errorResult(await call(session, name, args), tag)
+
+/** Every entry of the audit log under `<root>/audit`, day file by day file, each decoded. */
+export const auditEntriesUnder = (root: string): ReadonlyArray<AuditEntry> =>
+  fs
+    .readdirSync(path.join(root, "audit"))
+    .filter((name) => name.endsWith(".jsonl"))
+    .sort()
+    .flatMap((name) => fs.readFileSync(path.join(root, "audit", name), "utf8").split("\n"))
+    .filter((line) => line !== "")
+    .map((line) => Schema.decodeUnknownSync(Schema.parseJson(AuditEntry))(line))

@@ -14,10 +14,10 @@ import { Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { AuditEntry } from "../../../src/domain/audit.js"
 import { parseHandle } from "../../../src/domain/mcpTask.js"
 import { PassReport } from "../../../src/worker/pass.js"
 import { cliJson, relaykeep } from "../../support/mcpProcess.js"
+import { auditEntriesUnder } from "../../support/mcpStdio.js"
 import { waitFor } from "../../support/waitFor.js"
 
 const repo = path.resolve(import.meta.dirname, "..", "..", "..")
@@ -72,14 +72,6 @@ const ResultText = Schema.Struct({
   isError: Schema.optional(Schema.Boolean)
 })
 
-const auditOf = (root: string) =>
-  fs
-    .readdirSync(path.join(root, "audit"))
-    .filter((name) => name.endsWith(".jsonl"))
-    .flatMap((name) => fs.readFileSync(path.join(root, "audit", name), "utf8").split("\n"))
-    .filter((line) => line !== "")
-    .map((line) => Schema.decodeUnknownSync(Schema.parseJson(AuditEntry))(line))
-
 describe("examples/long-task-server.mjs", { timeout: 120_000 }, () => {
   it("count_to as a task: created at once, run in the background, its result kept and its end audited", async () => {
     const root = newRoot()
@@ -106,7 +98,7 @@ describe("examples/long-task-server.mjs", { timeout: 120_000 }, () => {
 
     const handle = parseHandle(task.taskId)
     if (handle._tag === "None") throw new Error("not a handle")
-    const entries = auditOf(root).filter((entry) => entry.task_id === handle.value.taskId)
+    const entries = auditEntriesUnder(root).filter((entry) => entry.task_id === handle.value.taskId)
     assert.deepStrictEqual(
       entries.map((entry) => [entry.tool, entry.status]),
       [
@@ -161,7 +153,7 @@ describe("examples/long-task-server.mjs", { timeout: 120_000 }, () => {
     const handle = parseHandle(task.taskId)
     if (handle._tag === "None") throw new Error("not a handle")
     const ends = await waitFor("the run's end in the audit log", () => {
-      const entries = auditOf(root).filter((entry) => entry.task_id === handle.value.taskId)
+      const entries = auditEntriesUnder(root).filter((entry) => entry.task_id === handle.value.taskId)
       return entries.length === 2 ? entries : undefined
     })
     assert.deepStrictEqual(

@@ -12,15 +12,13 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import type { ClientCapabilities, Task } from "@modelcontextprotocol/sdk/types.js"
 import { CallToolResultSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Schema } from "effect"
-import * as fs from "node:fs"
 import * as path from "node:path"
-import { AuditEntry } from "../../../src/domain/audit.js"
 import { parseHandle } from "../../../src/domain/mcpTask.js"
 import { Receipt, TaskView } from "../../../src/domain/Task.js"
 import { PassReport } from "../../../src/worker/pass.js"
 import { withTimeout } from "../../chaos/support.js"
 import { cliJson, initializedNotification, initializeRequest, relaykeep } from "../../support/mcpProcess.js"
-import { call, callOk, errorResult, okResult, useMcpTest } from "../../support/mcpStdio.js"
+import { auditEntriesUnder, call, callOk, errorResult, okResult, useMcpTest } from "../../support/mcpStdio.js"
 import { effectsIn, useScriptedWorkers } from "../../support/scriptedWorker.js"
 import { waitFor } from "../../support/waitFor.js"
 
@@ -56,14 +54,6 @@ const rpcError = async (promise: Promise<unknown>): Promise<{ code: number; mess
 }
 
 const onePass = async (root: string) => cliJson(PassReport, await relaykeep(["worker", "--root", root]))
-
-const auditEntries = (root: string) =>
-  fs
-    .readdirSync(path.join(root, "audit"))
-    .filter((name) => name.endsWith(".jsonl"))
-    .flatMap((name) => fs.readFileSync(path.join(root, "audit", name), "utf8").split("\n"))
-    .filter((line) => line !== "")
-    .map((line) => Schema.decodeUnknownSync(Schema.parseJson(AuditEntry))(line))
 
 describe("MCP tasks on relaykeep-tasks", { timeout: 180_000 }, () => {
   it("advertises tasks; a submit made a task is working until a worker runs it, then completed with the task as read shows it", async () => {
@@ -301,7 +291,7 @@ describe("MCP tasks on relaykeep-tasks", { timeout: 180_000 }, () => {
     assert.strictEqual((await tasks.getTask(task.taskId)).status, "working")
 
     // Every tasks/* request was audited like a tool call, refusals included.
-    const entries = auditEntries(root)
+    const entries = auditEntriesUnder(root)
     const byTool = (tool: string) => entries.filter((entry) => entry.tool === tool)
     assert.strictEqual(byTool("tasks/get").filter((entry) => entry.status === "error").length, 2)
     assert.strictEqual(byTool("tasks/get").filter((entry) => entry.status === "invalid").length, 1)
@@ -343,7 +333,7 @@ describe("MCP tasks on relaykeep-tasks", { timeout: 180_000 }, () => {
     const exit = await withTimeout(server.exited, 5_000)
     assert.isDefined(exit, "the server still ran 5 s after stdin closed")
     assert.strictEqual(exit?.code, 0, `exit code; stderr: ${exit?.stderr}`)
-    const waited = auditEntries(root).filter((entry) => entry.tool === "tasks/result")
+    const waited = auditEntriesUnder(root).filter((entry) => entry.tool === "tasks/result")
     assert.deepStrictEqual(
       waited.map((entry) => [entry.status, entry.error?.tag]),
       [["error", "Cancelled"]]
