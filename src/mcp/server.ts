@@ -212,15 +212,16 @@ export const makeMcpServer = <R>(spec: ServerSpec<R>) =>
       extra: Extra,
       options: { readonly waits?: boolean } = {}
     ): Promise<A> => {
-      const stop = new AbortController()
-      const signal = options.waits === true ? AbortSignal.any([extra.signal, stop.signal]) : extra.signal
-      if (options.waits === true) waits.add(stop)
+      // Only a wait gets a signal of its own, which the end of the server aborts.
+      const stop = options.waits === true ? new AbortController() : undefined
+      if (stop !== undefined) waits.add(stop)
+      const signal = stop === undefined ? extra.signal : AbortSignal.any([extra.signal, stop.signal])
       const call = Runtime.runPromise(runtime)(effect, { signal })
       inFlight.add(call)
       void call
         .finally(() => {
           inFlight.delete(call)
-          waits.delete(stop)
+          if (stop !== undefined) waits.delete(stop)
         })
         .catch(() => undefined)
       return call

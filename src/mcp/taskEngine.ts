@@ -20,7 +20,7 @@ import {
 import type { TaskHandle } from "../domain/mcpTask.js"
 import type { RecordHead } from "../domain/Task.js"
 import { headOf, isTerminal, timeMillis } from "../domain/Task.js"
-import { leaseStatus } from "../domain/transitions.js"
+import { holderStatus } from "../worker/reap.js"
 import { Host } from "../services/Host.js"
 import { McpTasks } from "../services/McpTasks.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -92,8 +92,7 @@ export const makeMcpTasks: Effect.Effect<McpTasks["Type"], never, TaskStore | Ho
         const now = yield* Clock.currentTimeMillis
         if (head.state === "running" && head.lease !== null) {
           const lease = head.lease
-          const alive = lease.host === host.hostname ? yield* host.isAlive(lease.pid) : true
-          const status = leaseStatus(lease, now, { host: host.hostname, boot_id: host.bootId }, alive)
+          const status = yield* holderStatus(host, lease, now)
           if (status._tag === "live") return false
           yield* store
             .reap(head.task_id, lease, status.reason)

@@ -8,8 +8,10 @@ import { Clock, Effect, Either, Schema } from "effect"
 import type { StorageError } from "../domain/errors.js"
 import { TaskId } from "../domain/ids.js"
 import { InvalidRecordReport } from "../domain/Task.js"
-import type { RecordHead } from "../domain/Task.js"
+import type { Lease, RecordHead } from "../domain/Task.js"
 import { leaseStatus } from "../domain/transitions.js"
+import type { LeaseStatus } from "../domain/transitions.js"
+import { SettledAfterLoss } from "../domain/workerEvent.js"
 import { Host } from "../services/Host.js"
 import { attemptMarker, stopProcessTree } from "../services/ProcessTree.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -22,7 +24,7 @@ export const ReapedTask = Schema.Struct({
   worker_id: Schema.String,
   expires_at: Schema.String,
   /** Where the task went: back to the queue, or failed/cancelled for good. */
-  state: Schema.Literal("queued", "failed", "cancelled"),
+  state: SettledAfterLoss,
   /**
    * The process group noted on the lost attempt, when processes of the attempt (its group, its
    * session, or processes carrying its id) still ran on this host and were stopped.
@@ -65,6 +67,16 @@ const stopLostProcesses = (taskId: TaskId, attempt: number, record: RecordHead) 
     return pgid
   })
 
+/**
+ * Whether the holder of `lease` may still be working at `now`: the process table is asked only
+ * for a lease of this host. What every reaper asks (a worker's, and an MCP server's of the tasks
+ * servers run themselves).
+ */
+export const holderStatus = (host: Host["Type"], lease: Lease, now: number): Effect.Effect<LeaseStatus> =>
+  Effect.map(lease.host === host.hostname ? host.isAlive(lease.pid) : Effect.succeed(true), (alive) =>
+    leaseStatus(lease, now, { host: host.hostname, boot_id: host.bootId }, alive)
+  )
+
 /** Reap the orphans among the running tasks of `snapshot`. */
 export const reapSnapshot = (
   snapshot: RunningSnapshot
@@ -80,8 +92,7 @@ export const reapSnapshot = (
     for (const record of snapshot.running) {
       const lease = record.lease
       if (lease === null) continue
-      const alive = lease.host === host.hostname ? yield* host.isAlive(lease.pid) : true
-      const status = leaseStatus(lease, now, { host: host.hostname, boot_id: host.bootId }, alive)
+      const status = yield* holderStatus(host, lease, now)
       if (status._tag === "live") {
         live.push(record.task_id)
         continue
