@@ -15,6 +15,7 @@ import { tasks } from "./tasks.js"
 import { worker } from "./worker.js"
 import { workers } from "./workers.js"
 import { Version } from "../version.js"
+import { runCommand } from "./runCommand.js"
 
 export const relaykeep = Command.make("relaykeep").pipe(
   Command.withDescription("Hand tasks to a durable local queue and read their results back by id."),
@@ -37,4 +38,4 @@ export const relaykeep = Command.make("relaykeep").pipe(
   ])
 )
 
-export const run = Command.run(relaykeep, { name: "relaykeep", version: Version })
+export const run = runCommand(relaykeep, { name: "relaykeep", version: Version })

@@ -1,8 +1,9 @@
 /** The CLI as one effect: run the command line, and turn any failure into one line and an exit code. */
-import { HelpDoc, ValidationError } from "@effect/cli"
+import { ValidationError } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { redactMessage } from "../domain/redact.js"
 import { run } from "./Cli.js"
+import { docText } from "./help.js"
 
 export interface CliFailure {
   /** `Tag: message`, on one line. */
@@ -11,13 +12,7 @@ export interface CliFailure {
   readonly exitCode: 1 | 2
 }
 
-const oneLine = (text: string): string =>
-  text
-    // Strip the ANSI colours @effect/cli puts in its help documents.
-    // eslint-disable-next-line no-control-regex
-    .replace(/\u001b\[[0-9;]*m/g, "")
-    .replace(/\s+/g, " ")
-    .trim()
+const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 
 /** The one line for stderr, scrubbed: a usage error or a foreign error may quote what it was given. */
 export const describeFailure = (error: unknown): CliFailure => {
@@ -27,7 +22,7 @@ export const describeFailure = (error: unknown): CliFailure => {
 
 const describeRawFailure = (error: unknown): CliFailure => {
   if (ValidationError.isValidationError(error)) {
-    return { line: `UsageError: ${oneLine(HelpDoc.toAnsiText(error.error))}`, exitCode: 2 }
+    return { line: `UsageError: ${oneLine(docText(error.error))}`, exitCode: 2 }
   }
   if (typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string") {
     const message = "message" in error && typeof error.message === "string" ? error.message : ""

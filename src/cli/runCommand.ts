@@ -1,0 +1,105 @@
+/**
+ * `Command.run` with RelayKeep's help (src/cli/help.ts) in place of the library's, for every
+ * command: asked for with `--help`/`-h`, or shown for a command run without its subcommand.
+ * Bold only on a terminal, and never with NO_COLOR set (https://no-color.org).
+ */
+import { CliConfig, Command, CommandDescriptor, ValidationError } from "@effect/cli"
+import type { HelpDoc } from "@effect/cli"
+import type { Usage } from "@effect/cli/Usage"
+import * as Terminal from "@effect/platform/Terminal"
+import { Cause, Console, Effect, Either, Option } from "effect"
+import { nonEmptyEnv } from "../platform/env.js"
+import { renderHelp } from "./help.js"
+
+/** Built-in options are left out of each command's list; the root's help names them once. */
+const config = CliConfig.make({ showBuiltIns: false })
+
+const HelpFlags: ReadonlySet<string> = new Set(["-h", "--help"])
+
+/** The column help wraps at: readable in a pipe and in any terminal. */
+const Width = 80
+
+const commandName = (usage: Usage): Option.Option<string> => {
+  switch (usage._tag) {
+    case "Named":
+      return Option.fromNullable(usage.names[0])
+    case "Concat":
+      return Option.orElse(commandName(usage.left), () => commandName(usage.right))
+    default:
+      return Option.none()
+  }
+}
+
+export interface App {
+  readonly name: string
+  readonly version: string
+}
+
+/**
+ * Run `command` on `argv` (as process.argv). Help goes to stdout as text: escape codes only
+ * when stdout is a terminal and NO_COLOR is unset or empty.
+ */
+export const runCommand = <Name extends string, R, E, A>(
+  command: Command.Command<Name, R, E, A>,
+  app: App
+) => {
+  const showHelp = (args: ReadonlyArray<string>, usage: Usage, doc: HelpDoc.HelpDoc) =>
+    Effect.gen(function* () {
+      const terminal = yield* Terminal.Terminal
+      const colour = (yield* terminal.isTTY) && Option.isNone(yield* nonEmptyEnv("NO_COLOR"))
+      const name = Option.getOrElse(commandName(usage), () => app.name)
+      // The words typed before the command's own name (`audit` before `list`); the root has none.
+      const index = args.indexOf(name)
+      const parents = name === app.name ? [] : [app.name, ...(index < 0 ? [] : args.slice(0, index))]
+      const page = {
+        title: `${app.name} ${app.version}`,
+        parents,
+        usage,
+        doc,
+        ...(parents.length === 0
+          ? {
+              footer: `${app.name} COMMAND --help shows a command's options; ${app.name} --version the version.`
+            }
+          : {})
+      }
+      yield* Console.log(renderHelp(page, { colour, width: Width }))
+    })
+
+  return (argv: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const args = argv.slice(2)
+      if (args.some((arg) => HelpFlags.has(arg))) {
+        // The library's own parse decides whether this is a request for help, and whose.
+        const directive = yield* Effect.either(
+          CommandDescriptor.parse(command.descriptor, [app.name, ...args], config)
+        )
+        if (
+          Either.isRight(directive) &&
+          directive.right._tag === "BuiltIn" &&
+          directive.right.option._tag === "ShowHelp"
+        )
+          return yield* showHelp(args, directive.right.option.usage, directive.right.option.helpDoc)
+      }
+      // A command with subcommands but none given fails with HelpRequested; its help is shown
+      // here, before the library would show its own.
+      const withHelp = Command.transformHandler(command, (effect) =>
+        Effect.catchAllCause(effect, (cause) => {
+          const failure = Cause.failureOption(cause)
+          if (
+            Option.isSome(failure) &&
+            ValidationError.isValidationError(failure.value) &&
+            ValidationError.isHelpRequested(failure.value)
+          ) {
+            const requested = failure.value.command
+            return showHelp(
+              args,
+              CommandDescriptor.getUsage(requested),
+              CommandDescriptor.getHelp(requested, config)
+            )
+          }
+          return Effect.failCause(cause)
+        })
+      )
+      return yield* Command.run(withHelp, app)(argv)
+    })
+}
