@@ -19,21 +19,31 @@ import { WorkerLost } from "./transitions.js"
 export const InProcessProvider = "mcp-tool"
 
 /**
- * A payload a client may submit: not one naming the in-server provider, which no worker would
- * ever run (only a server submits those, for the tasks it runs itself).
+ * The provider of a broadcast's group record (domain/broadcast.ts): the record names the
+ * members and is settled by the submitter, so no worker claims it either.
+ */
+export const BroadcastProvider = "broadcast"
+
+/** Providers no worker runs and no client may name: each with what it is reserved for. */
+export const ReservedProviders: ReadonlyMap<string, string> = new Map([
+  [InProcessProvider, "the tasks an MCP server runs itself"],
+  [BroadcastProvider, "the group record of a broadcast (submit it with --broadcast or the broadcast tool)"]
+])
+
+/**
+ * A payload a client may submit: not one naming a reserved provider, which no worker would
+ * ever run (only a server or a broadcast submits those, for the records they settle themselves).
  */
 export const checkSubmittable = (
   payload: { readonly [key: string]: unknown },
   field = "payload"
-): Either.Either<void, InvalidInput> =>
-  payload["provider"] === InProcessProvider
-    ? Either.left(
-        new InvalidInput({
-          field,
-          reason: `provider: ${InProcessProvider} is reserved for the tasks an MCP server runs itself`
-        })
-      )
-    : Either.void
+): Either.Either<void, InvalidInput> => {
+  const provider = payload["provider"]
+  const reservedFor = typeof provider === "string" ? ReservedProviders.get(provider) : undefined
+  return reservedFor === undefined
+    ? Either.void
+    : Either.left(new InvalidInput({ field, reason: `provider: ${provider} is reserved for ${reservedFor}` }))
+}
 
 /** The payload of such a task: which server and tool, and the call's arguments, redacted. */
 export const InProcessPayload = Schema.Struct({

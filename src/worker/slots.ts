@@ -4,7 +4,7 @@
  * asks these what to claim and when; tests check them directly.
  */
 import type { TaskId } from "../domain/ids.js"
-import { InProcessProvider } from "../domain/mcpTask.js"
+import { ReservedProviders } from "../domain/mcpTask.js"
 
 /**
  * One attempt: a task and its attempt number. A task can be claimed again by its own worker
@@ -44,11 +44,12 @@ export const runningPerProvider = (running: RunningSet): ReadonlyMap<string, num
 }
 
 /**
- * The room a worker asks for never includes tasks an MCP server runs itself: their server claims
- * them the moment it submits them, and a worker that took one could not run it.
+ * The room a worker asks for never includes the reserved providers: tasks an MCP server runs
+ * itself (their server claims them the moment it submits them) and broadcast group records
+ * (their submitter settles them); a worker that took one could not run it.
  */
 export const withoutInServerTasks = (room: ReadonlyMap<string, number>): ReadonlyMap<string, number> =>
-  new Map([...room, [InProcessProvider, 0]])
+  new Map([...room, ...[...ReservedProviders.keys()].map((provider) => [provider, 0] as const)])
 
 /** The room left: the free slots, and for each capped provider its cap less what it runs. */
 export const roomOf = (running: RunningSet, limits: SlotLimits): ClaimRoom => {
@@ -90,6 +91,6 @@ export const claimAgainWhenFreed = (asked: ClaimRoom, claimed: ReadonlyArray<str
   const took = new Map<string, number>()
   for (const provider of claimed) took.set(provider, (took.get(provider) ?? 0) + 1)
   for (const [provider, left] of asked.room)
-    if (provider !== InProcessProvider && left - (took.get(provider) ?? 0) <= 0) return true
+    if (!ReservedProviders.has(provider) && left - (took.get(provider) ?? 0) <= 0) return true
   return false
 }

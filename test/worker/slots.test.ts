@@ -11,7 +11,7 @@ import {
   withoutAttempt,
   withoutInServerTasks
 } from "../../src/worker/slots.js"
-import { InProcessProvider } from "../../src/domain/mcpTask.js"
+import { BroadcastProvider, InProcessProvider } from "../../src/domain/mcpTask.js"
 
 const task = (n: number) => TaskId.make(n.toString(16).padStart(64, "0"))
 const runningOf = (...providers: ReadonlyArray<string>): RunningSet =>
@@ -27,7 +27,8 @@ describe("worker slots", () => {
       [
         ["claude", 1],
         ["codex", 2],
-        ["mcp-tool", 0]
+        ["mcp-tool", 0],
+        ["broadcast", 0]
       ]
     )
   })
@@ -49,7 +50,8 @@ describe("worker slots", () => {
       [
         ["claude", 0],
         ["codex", 2],
-        ["mcp-tool", 0]
+        ["mcp-tool", 0],
+        ["broadcast", 0]
       ]
     )
   })
@@ -60,6 +62,13 @@ describe("worker slots", () => {
     // Nothing claimed from an empty queue: a freed slot waits for a wake-up.
     assert.isFalse(claimAgainWhenFreed(asked, []))
     assert.strictEqual(withoutInServerTasks(new Map([["claude", 1]])).get(InProcessProvider), 0)
+  })
+
+  it("a worker never asks for broadcast group records either", () => {
+    const asked = roomOf(runningOf(), { concurrency: 2, maxPerProvider: new Map() })
+    assert.strictEqual(asked.room.get(BroadcastProvider), 0)
+    assert.isFalse(claimAgainWhenFreed(asked, []))
+    assert.strictEqual(withoutInServerTasks(new Map()).get(BroadcastProvider), 0)
   })
 
   it("a full worker may claim nothing, whatever its caps", () => {
