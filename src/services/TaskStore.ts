@@ -11,6 +11,7 @@ import type {
 } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import type { AttemptReceipt } from "../domain/provider.js"
+import type { CollectedTask, CollectRequest } from "../domain/retention.js"
 import type { OrphanReason } from "../domain/transitions.js"
 import type { WorkerPresence } from "../domain/worker.js"
 import type {
@@ -182,6 +183,17 @@ export interface WorkerRegistry {
   readonly prune: (expiredBefore: number) => Effect.Effect<number, StorageError>
 }
 
+export type { CollectRequest } from "../domain/retention.js"
+
+/** What a collection removed (or, dry, would remove), and the damaged records it left alone. */
+export interface CollectReport {
+  /** Oldest finished first. */
+  readonly removed: ReadonlyArray<CollectedTask>
+  /** Damaged records met; a collection never removes one, whatever its age. */
+  readonly invalid: ReadonlyArray<InvalidRecordReport>
+  readonly dry_run: boolean
+}
+
 /** Where an attempt's end left its task: finished, or queued again for another attempt. */
 export type SettledState = "queued" | "complete" | "failed" | "cancelled"
 
@@ -317,6 +329,14 @@ export class TaskStore extends Context.Tag("relaykeep/TaskStore")<
      * names), a read of every record on the file store (as `check`, damaged ones not counted).
      */
     readonly counts: Effect.Effect<Readonly<Record<TaskState, number>>, StorageError>
+    /**
+     * Remove finished tasks (complete, failed, cancelled) that finished before the cutoff, but
+     * the newest `keepLast` finished ones and any whose ttl still holds (`domain/retention.ts`).
+     * Queued and running tasks are never removed, nor is a damaged record (it is reported). Each
+     * task goes with its index entries, durably, before the report returns; a removed task reads
+     * as UnknownTask, and its request id submitted again makes a new task. Costs O(all tasks).
+     */
+    readonly collect: (request: CollectRequest) => Effect.Effect<CollectReport, InvalidInput | StorageError>
     /** The watching workers and their heartbeats. */
     readonly workers: WorkerRegistry
   }

@@ -17,6 +17,8 @@ import type { Stream } from "effect"
 import type { InvalidInput, InvalidRecord, StorageError } from "../domain/errors.js"
 import { UnknownTask } from "../domain/errors.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
+import type { CollectedTask, FinishedState } from "../domain/retention.js"
+import { checkCollectRequest, chooseCollectable } from "../domain/retention.js"
 import { checkTtl, DefaultMaxPayloadBytes, preparePayload } from "../domain/submission.js"
 import type { InvalidRecordReport, RecordHead, TaskRecord, TaskState } from "../domain/Task.js"
 import { headOf, toReceipt, toView } from "../domain/Task.js"
@@ -29,6 +31,17 @@ import { countStates, pageOf, transitionOperations } from "./shared.js"
 /** Every record a scan found, and the damaged ones it met. */
 export interface ScanResult {
   readonly records: ReadonlyArray<TaskRecord>
+  readonly invalid: ReadonlyArray<InvalidRecordReport>
+}
+
+/** Picks, among records (any states), the finished ones a collection removes. */
+export type ChooseCollectable = <H extends RecordHead>(
+  heads: ReadonlyArray<H>
+) => ReadonlyArray<H & { readonly state: FinishedState }>
+
+/** What a backend's collection removed, and the damaged records it met. */
+export interface Collected {
+  readonly removed: ReadonlyArray<CollectedTask>
   readonly invalid: ReadonlyArray<InvalidRecordReport>
 }
 
@@ -62,12 +75,22 @@ export interface TaskStoreBackend {
   readonly list?: ((request: ListRequest) => Effect.Effect<TaskPage, InvalidInput | StorageError>) | undefined
   /** A cheaper count per state; default: the states `check` counts. */
   readonly counts?: Effect.Effect<Readonly<Record<TaskState, number>>, StorageError> | undefined
+  /**
+   * Remove the records `choose` picks from every record, each under the store's guard and only
+   * while it is still the record chosen (`stillCollectable`: a late outcome written meanwhile
+   * leaves it for the next collection), with its index entries; durable before it returns.
+   * Damaged records are reported, never removed. With `dryRun`, nothing is removed.
+   */
+  readonly collect: (choose: ChooseCollectable, dryRun: boolean) => Effect.Effect<Collected, StorageError>
 }
 
 export interface MakeTaskStoreOptions {
   /** The largest payload accepted, as canonical JSON bytes. */
   readonly maxPayloadBytes?: number | undefined
 }
+
+const oldestFinishedFirst = (a: CollectedTask, b: CollectedTask): number =>
+  a.finished_at < b.finished_at ? -1 : a.finished_at > b.finished_at ? 1 : a.task_id < b.task_id ? -1 : 1
 
 /** The TaskStore port over `backend`. */
 export const makeTaskStore = (
@@ -137,6 +160,17 @@ export const makeTaskStore = (
     counts:
       backend.counts ??
       Effect.map(check, (report) => report.states).pipe(Effect.withSpan("TaskStore.counts")),
+    collect: Effect.fn("TaskStore.collect")(function* (request) {
+      // Checked before the store is touched: bad input removes nothing and opens nothing.
+      const checked = yield* checkCollectRequest(request)
+      const now = yield* Clock.currentTimeMillis
+      const dryRun = checked.dryRun === true
+      const { removed, invalid } = yield* backend.collect(
+        (heads) => chooseCollectable(heads, checked, now),
+        dryRun
+      )
+      return { removed: [...removed].sort(oldestFinishedFirst), invalid, dry_run: dryRun }
+    }),
     workers: backend.workers
   }
 }

@@ -1,4 +1,5 @@
 import { claimNextContract } from "../contract/ClaimNext.contract.js"
+import { collectContract } from "../contract/Collect.contract.js"
 import { exactPayloadContract } from "../contract/ExactPayload.contract.js"
 import { describe } from "@effect/vitest"
 import { taskStoreContract } from "../contract/TaskStore.contract.js"
@@ -8,4 +9,5 @@ describe.skipIf(!pgAvailable)("PostgreSQL", () => {
   taskStoreContract("postgres", () => pgStore())
   exactPayloadContract("postgres", () => pgStore())
   claimNextContract("postgres", () => pgStore())
+  collectContract("postgres", () => pgStore())
 })

@@ -13,6 +13,8 @@ import type { InvalidRecord } from "../../domain/errors.js"
 import { StorageError, UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { isTaskId } from "../../domain/ids.js"
+import type { CollectedTask } from "../../domain/retention.js"
+import { collectedOf, stillCollectable } from "../../domain/retention.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
 import { submissionOrder } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
@@ -475,14 +477,10 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
             : existing.left._tag === "InvalidRecord"
           if (markerIsOurs && notOwn) yield* removeIfExists(fs, marker)
           if (Either.isLeft(existing)) {
-            // The link said the record is there: only a damaged record can fail to load.
-            return yield* existing.left._tag === "UnknownTask"
-              ? new StorageError({
-                  operation: "read",
-                  path: layout.record(taskId),
-                  reason: "the record vanished"
-                })
-              : existing.left
+            // The link said the record is there; a collection may have removed it since (a
+            // finished task's): the submit is tried again, and makes a new task.
+            if (existing.left._tag === "UnknownTask") return "vanished" as const
+            return yield* existing.left
           }
           yield* alignMarkers(existing.right.record)
           return Option.some(existing.right.record)
@@ -506,7 +504,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
      * pass removed it meanwhile, and tasks/ fsynced (shared with concurrent writers).
      * Uninterruptible: an interruption part way would leave a marker a pass must wait out.
      */
-    const insertIfAbsent = (record: TaskRecord) =>
+    const insertOnce = (record: TaskRecord) =>
       Effect.uninterruptible(
         Effect.gen(function* () {
           yield* openRoot
@@ -556,6 +554,24 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         })
       )
 
+    /**
+     * `insertOnce`, again when the record it met was removed before it could be read (a
+     * collection of a finished task with the same request id): a removal leaves the id free,
+     * so the next try links a new record, or meets the one another submit linked meanwhile.
+     */
+    const insertIfAbsent = (record: TaskRecord) =>
+      Effect.gen(function* () {
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const answer = yield* insertOnce(record)
+          if (answer !== "vanished") return answer
+        }
+        return yield* new StorageError({
+          operation: "submit",
+          path: layout.record(record.task_id),
+          reason: "the record in the way was removed again and again"
+        })
+      })
+
     const operations = transitionOperations<UnknownTask | InvalidRecord | StorageError>(host, transition)
     const claimNext = yield* queueHead({
       fs,
@@ -574,6 +590,67 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
           Either.isLeft(opened) ? Stream.empty : fs.watch(directory).pipe(Stream.catchAll(() => Stream.empty))
         )
       )
+
+    /**
+     * Remove a chosen record under its task's lock, if it is still the record chosen at the
+     * revision the scan read (a late outcome written since keeps it for the next collection).
+     * A lock someone holds now is not waited for: that task is being written, and stays. True
+     * once removed; a record damaged since the scan is reported and kept.
+     */
+    const removeIfUnchanged = (chosen: TaskRecord, revision: number, invalid: Array<InvalidRecordReport>) =>
+      lock
+        .withLock(
+          chosen.task_id,
+          Effect.gen(function* () {
+            const current = yield* Effect.either(loadStored(chosen.task_id))
+            if (Either.isLeft(current)) {
+              if (current.left._tag === "StorageError") return yield* current.left
+              invalid.push({ file: current.left.file, reason: current.left.reason })
+              return false
+            }
+            if (Option.isNone(current.right)) return false
+            const { record, revision: now } = current.right.value
+            if (now !== revision || !stillCollectable(chosen, record)) return false
+            const file = layout.record(chosen.task_id)
+            yield* fs.remove(file).pipe(Effect.mapError(toStorageError("remove", file)))
+            return true
+          }),
+          { waitMillis: 0 }
+        )
+        .pipe(Effect.catchTag("LockTimeout", () => Effect.succeed(false)))
+
+    /**
+     * A collection (docs/file-store.md, "Collecting finished tasks"): under the index lock,
+     * every record is read, `choose` picks, each chosen record is removed under its own lock,
+     * tasks/ is fsynced once (the removals are durable before anything is reported), and the
+     * summary index is written without them before the index lock is let go
+     * (summaryIndex.ts, `rebuildRemoving`). A dry run reads, and touches nothing.
+     */
+    const collect: TaskStoreBackend["collect"] = (choose, dryRun) =>
+      Effect.gen(function* () {
+        if (dryRun) {
+          const { records, invalid } = yield* everything
+          return { removed: choose(records).map(collectedOf), invalid }
+        }
+        yield* openRoot
+        return yield* lockTimeoutAsStorageError(
+          summary.rebuildRemoving((scan) =>
+            Effect.gen(function* () {
+              const invalid = [...scan.invalid]
+              const removed: Array<CollectedTask> = []
+              const gone: Array<TaskRecord> = []
+              for (const record of choose(scan.records)) {
+                if (!(yield* removeIfUnchanged(record, scan.revisions.get(record.task_id) ?? 0, invalid)))
+                  continue
+                removed.push(collectedOf(record))
+                gone.push(record)
+              }
+              if (gone.length > 0) yield* syncTasks
+              return { answer: { removed, invalid }, removed: gone }
+            })
+          )
+        )
+      })
 
     const backend: TaskStoreBackend = {
       taskIdFor: (clientRequestId) =>
@@ -608,6 +685,7 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
         openRoot,
         summary.counts(Effect.map(everything, ({ records }) => countStates(records)))
       ).pipe(Effect.withSpan("TaskStore.counts")),
+      collect,
       workers
     }
     return makeTaskStore(host, backend, { maxPayloadBytes: options.maxPayloadBytes })

@@ -30,7 +30,7 @@ import { Data, Effect, Either, ExecutionStrategy, Exit, Option, Scope } from "ef
 import { decodeCursor, encodeCursor } from "../../domain/submission.js"
 import type { TaskState, TaskSummary } from "../../domain/Task.js"
 import { TaskStates } from "../../domain/Task.js"
-import type { InvalidInput, StorageError } from "../../domain/errors.js"
+import type { InvalidInput, LockTimeout, StorageError } from "../../domain/errors.js"
 import type { Host } from "../../services/Host.js"
 import type { Lock } from "../../services/Lock.js"
 import type { ListRequest, TaskPage } from "../../services/TaskStore.js"
@@ -95,6 +95,12 @@ export const DefaultSummaryIndexTuning: SummaryIndexTuning = {
   compactAtJournals: 64,
   journalRotateBytes: 4 * 1024 * 1024
 }
+/** What a collection's `remove` answers, and the tasks it removed. */
+export interface Removal<A> {
+  readonly answer: A
+  readonly removed: ReadonlyArray<{ readonly created_at: string; readonly task_id: string }>
+}
+
 /** The root lock that serialises compactions and rebuilds. */
 export const IndexLockKey = "index"
 
@@ -480,6 +486,91 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
     const underIndexLock = <A, E>(body: Effect.Effect<A, E>, waitMillis: number) =>
       lock.withLock(IndexLockKey, body, { waitMillis, ttlMillis: 600_000 })
 
+    /**
+     * Remove records and rebuild the index without them, under the index lock: a collection
+     * (`FileTaskStore`'s `collect`). As in a rebuild, each journal's size is taken first and
+     * every record read after; `remove` then removes what it chooses of that scan, and the lines
+     * appended since the sizes were taken are folded in, but those of a removed task (its id and
+     * creation time). `remove` takes each task's lock, so no line of a removed task can come
+     * after it, and the new manifest covers every line that could: no reader meets one again. A
+     * task submitted again under a removed one's id has another creation time and is kept.
+     *
+     * The stale flag is claimed first, or a claim made when there is none, and given back as the
+     * flag if this fails; a process killed part way leaves its claim, which the next open turns
+     * into the flag: an index that may still list removed tasks is rebuilt. What `remove` did
+     * stands whether or not the index could be written.
+     */
+    const rebuildRemoving = <A, E>(
+      remove: (scan: Scan) => Effect.Effect<Removal<A>, E>
+    ): Effect.Effect<A, E | LockTimeout | StorageError> =>
+      underIndexLock(
+        Effect.gen(function* () {
+          yield* ensureDirectory(fs, summaryDir)
+          const claim = path.join(summaryDir, staleClaimName(host.pid, yield* host.token))
+          const claimed = yield* fs.rename(staleFlag, claim).pipe(
+            Effect.as(true),
+            Effect.orElseSucceed(() => false)
+          )
+          if (!claimed) yield* touch(fs, claim)
+          const giveBack = fs.rename(claim, staleFlag).pipe(Effect.ignore)
+          return yield* Effect.onExit(
+            Effect.gen(function* () {
+              const found = yield* journals
+              const covers: Record<string, number> = {}
+              for (const journal of found)
+                covers[journal.name] = yield* sizeOf(path.join(journalDir, journal.name))
+              const scan = yield* deps.scan
+              const { answer, removed } = yield* remove(scan)
+              const written = yield* writeWithout(scan, covers, removed).pipe(
+                Effect.as(true),
+                Effect.catchAll((error) =>
+                  Effect.as(
+                    Effect.logWarning(`summary index not rebuilt after a collection: ${error.message}`),
+                    false
+                  )
+                )
+              )
+              yield* written ? removeIfExists(fs, claim).pipe(Effect.ignore) : giveBack
+              return answer
+            }),
+            (exit) => (Exit.isSuccess(exit) ? Effect.void : giveBack)
+          )
+        }),
+        120_000
+      )
+
+    /** The index of `scan` less `removed`, with every line appended since `covers` folded in. */
+    const writeWithout = (
+      scan: Scan,
+      covers: Readonly<Record<string, number>>,
+      removed: ReadonlyArray<{ readonly created_at: string; readonly task_id: string }>
+    ) =>
+      Effect.gen(function* () {
+        const incarnation = (entry: { readonly created_at: string; readonly task_id: string }) =>
+          `${entry.created_at} ${entry.task_id}`
+        const gone = new Set(removed.map(incarnation))
+        const entries = new Map<string, IndexEntry>()
+        for (const record of scan.records)
+          if (!gone.has(incarnation(record)))
+            entries.set(record.task_id, entryOf(record, scan.revisions.get(record.task_id) ?? 0))
+        const found = yield* journals
+        const folded: Record<string, number> = {}
+        for (const journal of found) {
+          const tail = yield* readJournal(journal.name, covers[journal.name] ?? 0)
+          folded[journal.name] = tail.end
+          for (const entry of tail.entries) {
+            if (gone.has(incarnation(entry))) continue
+            const known = entries.get(entry.task_id)
+            if (known === undefined || entry.revision > known.revision) entries.set(entry.task_id, entry)
+          }
+        }
+        const [first, ...rest] = yield* writeSegments([...entries.values()].sort(newestFirst), null)
+        if (first === undefined) return
+        yield* writeManifest({ version: 1, covers: folded, segments: [first, ...rest] })
+        yield* removeSegmentsBut([first, ...rest])
+        yield* dropFinishedJournals(found, folded)
+      })
+
     /** Rebuild now, waiting for a compaction or rebuild another process is running. */
     const rebuildWith = (records: Effect.Effect<Scan, StorageError>): Effect.Effect<Scan, StorageError> =>
       underIndexLock(rebuildFrom(records), 120_000).pipe(
@@ -765,6 +856,8 @@ export const makeSummaryIndex = (deps: SummaryIndexDeps) =>
       rebuild,
       /** `rebuild` from the given scan: after a reboot, before the store is open. */
       rebuildWith,
+      /** Remove records and rebuild without them: a collection. */
+      rebuildRemoving,
       /** For tests and benchmarks: fold the tail now. */
       compact,
       /** At open: the stale flag back from rebuilds whose process died. */

@@ -15,6 +15,7 @@ import { isWorkerPresence, presenceOrder } from "../../domain/worker.js"
 import { Host } from "../../services/Host.js"
 import type { WorkerRegistry } from "../../services/TaskStore.js"
 import { providerOfPayload } from "../../domain/provider.js"
+import { collectedOf } from "../../domain/retention.js"
 import type { ClaimedTask } from "../../services/TaskStore.js"
 import type { TaskStoreBackend } from "../make.js"
 import { makeTaskStore } from "../make.js"
@@ -151,6 +152,20 @@ export const makeMemoryTaskStore = (options: MemoryStoreOptions = {}) =>
       })),
       wakeups: Stream.fromPubSub(wakeups),
       changes: Stream.fromPubSub(changes),
+      // One atomic step: no write can land between the choice and the removal.
+      collect: (choose, dryRun) =>
+        Ref.modify(records, (map) => {
+          const chosen = choose([...map.values()])
+          if (dryRun || chosen.length === 0) return [chosen, map] as const
+          const next = new Map(map)
+          for (const record of chosen) next.delete(record.task_id)
+          return [chosen, next] as const
+        }).pipe(
+          Effect.tap((chosen) =>
+            dryRun ? Effect.void : Effect.forEach(chosen, (record) => PubSub.publish(changes, record.task_id))
+          ),
+          Effect.map((chosen) => ({ removed: chosen.map(collectedOf), invalid: [] }))
+        ),
       workers
     }
     return makeTaskStore(host, backend, { maxPayloadBytes: options.maxPayloadBytes })

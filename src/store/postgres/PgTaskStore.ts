@@ -24,6 +24,8 @@ import type { InvalidRecordReport, RecordHead, TaskRecord, TaskSummary } from ".
 import { isTaskState, toSummary } from "../../domain/Task.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
+import type { CollectedTask } from "../../domain/retention.js"
+import { collectedOf, stillCollectable } from "../../domain/retention.js"
 import { Host } from "../../services/Host.js"
 import type { ClaimedTask, TaskStoreShape } from "../../services/TaskStore.js"
 import {
@@ -57,6 +59,9 @@ import { noticeHub } from "./notices.js"
 import { pgWorkerRegistry } from "./workers.js"
 import type { PgTarget } from "./target.js"
 import { DefaultConnectTimeoutMillis } from "./target.js"
+
+/** How many chosen rows a collection deletes per transaction (each one a bound parameter). */
+const CollectBatch = 1_000
 
 export interface PgStoreSettings {
   readonly target: PgTarget
@@ -286,8 +291,25 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         }
       )
 
-    /** Insert `record` unless its task exists: None once inserted, else the row that was there. */
+    /**
+     * Insert `record` unless its task exists: None once inserted, else the row that was there.
+     * A row in the way that is gone when read was removed by a collection meanwhile (a finished
+     * task's): the id is free again, and the insert is tried again.
+     */
     const insertIfAbsent = (record: TaskRecord) =>
+      Effect.gen(function* () {
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const answer = yield* insertOnce(record)
+          if (answer !== "vanished") return answer
+        }
+        return yield* storageErrorOf(
+          target,
+          "submit to",
+          `task ${record.task_id} was in the way of the insert, then could not be read`
+        )
+      })
+
+    const insertOnce = (record: TaskRecord) =>
       Effect.gen(function* () {
         const { sql } = yield* open
         // One statement, so one round trip: the insert, and its notice only when it inserted (a
@@ -304,20 +326,11 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
             SELECT count(*)::int AS inserted FROM notified`
         )
         if ((inserted[0]?.inserted ?? 0) > 0) return Option.none<TaskRecord>()
-        // The request id was taken. Rows are removed by nothing but a person, so the row that
-        // was in the way is there to read.
-        const existing = yield* readRecord(record.task_id).pipe(
-          Effect.catchTag("UnknownTask", () =>
-            Effect.fail(
-              storageErrorOf(
-                target,
-                "submit to",
-                `task ${record.task_id} was in the way of the insert, then could not be read`
-              )
-            )
-          )
+        // The request id was taken: the row in the way is read, unless a collection removed it.
+        return yield* readRecord(record.task_id).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("UnknownTask", () => Effect.succeed("vanished" as const))
         )
-        return Option.some(existing)
       })
 
     const list: TaskStoreShape["list"] = Effect.fn("TaskStore.list")(function* (request) {
@@ -354,6 +367,68 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         tasks: page,
         next_cursor: found.length > limit && tail ? encodeCursor(tail.created_at, tail.task_id) : null
       }
+    })
+
+    /**
+     * A collection: the finished rows are read without their payloads and `choose` picks; then,
+     * a batch at a time, one transaction locks the chosen rows, reads them whole and deletes
+     * those that still hold the record chosen at the revision read. A row that no longer
+     * decodes (payload included) is damaged: reported, never deleted. A dry run reads the same
+     * rows without locking them, and deletes nothing.
+     */
+    const collect: TaskStoreBackend["collect"] = Effect.fn("TaskStore.collect")(function* (choose, dryRun) {
+      const { sql, secret } = yield* open
+      const rows = yield* retrying(
+        "collect from",
+        sql<HeadRow>`
+            SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
+            WHERE queue = ${target.queue} AND state IN ('complete', 'failed', 'cancelled')`
+      )
+      const read = yield* sortDecoded(
+        rows,
+        (row, key) => decodeHeadRow(target, row, key),
+        () => undefined
+      )
+      const invalid = [...read.invalid]
+      const revisions = new Map(rows.map((row) => [row.task_id, row.revision]))
+      const chosen = choose(read.records)
+      const removed: Array<CollectedTask> = []
+      for (let start = 0; start < chosen.length; start += CollectBatch) {
+        const batch = new Map<string, (typeof chosen)[number]>(
+          chosen.slice(start, start + CollectBatch).map((head) => [head.task_id, head])
+        )
+        const ids = [...batch.keys()]
+        const outcome = yield* retrying(
+          "collect from",
+          sql.withTransaction(
+            Effect.gen(function* () {
+              const whole = yield* sql<Row>`
+                  SELECT ${sql.literal(RowColumns)} FROM ${sql(tasks)}
+                  WHERE queue = ${target.queue} AND task_id IN ${sql.in(ids)}
+                  ${sql.literal(dryRun ? "" : "FOR UPDATE")}`
+              const going: Array<CollectedTask> = []
+              const damaged: Array<InvalidRecordReport> = []
+              for (const row of whole) {
+                const head = batch.get(row.task_id)
+                const record = decodeRow(target, row, secret)
+                if (Either.isLeft(record)) {
+                  damaged.push({ file: record.left.file, reason: record.left.reason })
+                  continue
+                }
+                if (head === undefined || row.revision !== revisions.get(row.task_id)) continue
+                if (stillCollectable(head, record.right)) going.push(collectedOf(head))
+              }
+              if (!dryRun && going.length > 0)
+                yield* sql`DELETE FROM ${sql(tasks)}
+                    WHERE queue = ${target.queue} AND task_id IN ${sql.in(going.map((task) => task.task_id))}`
+              return { going, damaged }
+            })
+          )
+        )
+        removed.push(...outcome.going)
+        invalid.push(...outcome.damaged)
+      }
+      return { removed, invalid }
     })
 
     const backend: TaskStoreBackend = {
@@ -396,6 +471,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         for (const row of rows) if (isTaskState(row.state)) states[row.state] += row.n
         return states
       }).pipe(Effect.withSpan("TaskStore.counts")),
+      collect,
       workers: pgWorkerRegistry(target, (operation, query) =>
         Effect.flatMap(open, ({ sql }) => retrying(operation, query(sql)))
       )

@@ -34,8 +34,10 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
   const remembered = rememberedRows()
 
   /**
-   * Write `next` over the row, fenced by `fence` (the revision the writer read, or nothing
-   * when the writer holds the row locked), with its notice in the same statement: a
+   * Write `next` over the row, fenced by `fence` (the revision the writer read, and the
+   * creation time, since a collection may have removed the task and a new one of the same id
+   * count its revisions from 0 again; or nothing when the writer holds the row locked), with
+   * its notice in the same statement: a
    * statement is its own transaction, so the notice goes out only if the write commits. The
    * payload is not sent while the row keeps it in its column; a row written before migration 6
    * (`payloadStored` false) gets it there with this write, once.
@@ -54,7 +56,7 @@ export const fencedWrites = (target: PgTarget, open: Effect.Effect<OpenQueue, St
             record = ${JSON.stringify(headOf(next))}, pending_claim = NULL
             ${payloadStored ? sql.literal("") : sql`, payload = COALESCE(payload, ${JSON.stringify(next.payload)})`}
           WHERE queue = ${target.queue} AND task_id = ${next.task_id}
-            ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state}`}
+            ${fence === undefined ? sql.literal("") : sql`AND revision = ${fence.revision} AND state = ${fence.record.state} AND created_at = ${fence.record.created_at}`}
           RETURNING revision::text AS revision
         )
         SELECT revision, pg_notify(${NotifyChannel}, ${noticeOf(target, next)})::text AS notified FROM written`,
