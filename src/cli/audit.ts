@@ -1,5 +1,5 @@
 import { Command, Options } from "@effect/cli"
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Effect, Either, Option, Schema } from "effect"
 import { parseDuration, sinceMillisAt } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
 import { AuditStatus } from "../domain/audit.js"
@@ -8,8 +8,14 @@ import type { PruneRule } from "../domain/audit.js"
 import { printJson } from "./output.js"
 import { auditLayer, root } from "./options.js"
 
-const status = Options.choice("status", AuditStatus.literals).pipe(Options.optional)
-const tool = Options.text("tool").pipe(Options.optional)
+const status = Options.choice("status", AuditStatus.literals).pipe(
+  Options.withDescription("Only entries with this outcome"),
+  Options.optional
+)
+const tool = Options.text("tool").pipe(
+  Options.withDescription("Only calls of this tool, by name"),
+  Options.optional
+)
 const since = Options.text("since").pipe(
   Options.withDescription(
     "Entries since a time (2026-11-30, 2026-11-30T08:00:00Z) or a duration ago (24h, 7d)"
@@ -17,6 +23,7 @@ const since = Options.text("since").pipe(
   Options.optional
 )
 const limit = Options.integer("limit").pipe(
+  Options.withSchema(Schema.Int.pipe(Schema.positive({ message: () => "--limit: must be above 0" }))),
   Options.withDescription("At most this many, the newest"),
   Options.optional
 )
@@ -42,7 +49,13 @@ const list = Command.make("list", { root, status, tool, since, limit }, (args) =
   Command.provide((args) => auditLayer(args.root))
 )
 
-const keepLast = Options.integer("keep-last").pipe(Options.optional)
+const keepLast = Options.integer("keep-last").pipe(
+  Options.withSchema(
+    Schema.Int.pipe(Schema.nonNegative({ message: () => "--keep-last: must not be negative" }))
+  ),
+  Options.withDescription("Keep this many entries, the newest, and remove the rest"),
+  Options.optional
+)
 const olderThan = Options.text("older-than").pipe(
   Options.withDescription("Remove entries older than this (e.g. 30d)"),
   Options.optional
@@ -56,10 +69,7 @@ const ruleOf = (
     return Either.left(
       new InvalidInput({ field: "--keep-last", reason: "give exactly one of --keep-last or --older-than" })
     )
-  if (Option.isSome(keep))
-    return keep.value >= 0
-      ? Either.right({ keepLast: keep.value })
-      : Either.left(new InvalidInput({ field: "--keep-last", reason: "must not be negative" }))
+  if (Option.isSome(keep)) return Either.right({ keepLast: keep.value })
   return Either.match(parseDuration(Option.getOrElse(older, () => "")), {
     onLeft: (reason) => Either.left(new InvalidInput({ field: "--older-than", reason })),
     onRight: (millis) => Either.right({ olderThanMillis: millis })

@@ -1,19 +1,14 @@
-import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Command, Options } from "@effect/cli"
 import { Effect, Layer } from "effect"
-import { auditLayer, resolveRoot, resolveStore, storeLayer, storeOptions } from "./options.js"
+import { auditLayer, integerBetween, resolveRoot, resolveStore, storeLayer, storeOptions } from "./options.js"
 import { httpClientLayer } from "./providerOptions.js"
 
 // Loaded when the dashboard runs: the HTTP server and its routes, which no other command needs.
 const dashboardModule = Effect.promise(() => import("../dashboard/main.js"))
 
-const port = Options.integer("port").pipe(
+const port = integerBetween("port", 0, 65535).pipe(
   Options.withDescription("The port on 127.0.0.1 (0 picks a free one)"),
-  Options.withDefault(8787),
-  Options.mapEffect((value) =>
-    value >= 0 && value <= 65535
-      ? Effect.succeed(value)
-      : Effect.fail(ValidationError.invalidValue(HelpDoc.p("--port: must be from 0 to 65535")))
-  )
+  Options.withDefault(8787)
 )
 
 const keepToken = Options.boolean("keep-token").pipe(

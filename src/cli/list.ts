@@ -6,7 +6,10 @@ import { MaxListLimit } from "../store/shared.js"
 import { printJson } from "./output.js"
 import { integerBetween, storeLayer, storeOptions } from "./options.js"
 
-const state = Options.choice("state", TaskState.literals).pipe(Options.optional)
+const state = Options.choice("state", TaskState.literals).pipe(
+  Options.withDescription("Only tasks in this state"),
+  Options.optional
+)
 // The same bounds as the MCP list tool: 0 or 501 is refused, never clamped.
 const limit = integerBetween("limit", 1, MaxListLimit).pipe(
   Options.withDescription(`At most this many tasks (1-${MaxListLimit}, default 50)`),

@@ -1,12 +1,12 @@
 /** Options every command shares, and the store each command runs on. */
-import { HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Options } from "@effect/cli"
 import type { FileSystem } from "@effect/platform"
 import * as Path from "@effect/platform/Path"
-import { Effect, Either, Layer, Option, Redacted } from "effect"
+import { Config, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { parseDuration } from "../domain/duration.js"
 import type { StorageError } from "../domain/errors.js"
 import { InvalidInput } from "../domain/errors.js"
-import { nonEmptyEnv } from "../platform/env.js"
+import { envVariable, nonEmptyEnv } from "../platform/env.js"
 import type { Host } from "../services/Host.js"
 import { auditLogLayer } from "../mcp/auditLayer.js"
 import type { TaskStore } from "../services/TaskStore.js"
@@ -22,23 +22,21 @@ import { pgTaskStoreLayer } from "../store/postgres/layer.js"
 import { fileTaskStoreLayer } from "../store/file/layer.js"
 
 export const root = Options.text("root").pipe(
+  Options.withFallbackConfig(envVariable("RELAYKEEP_ROOT")),
   Options.withDescription(
     "Data root (default: $RELAYKEEP_ROOT, else $XDG_DATA_HOME/relaykeep, else ~/.local/share/relaykeep)"
   ),
   Options.optional
 )
 
-/** `--root`, else RELAYKEEP_ROOT, else $XDG_DATA_HOME/relaykeep, else ~/.local/share/relaykeep. */
+/** `--root` (or RELAYKEEP_ROOT, read by the option), else $XDG_DATA_HOME/relaykeep, else ~/.local/share/relaykeep. */
 export const resolveRoot = (option: Option.Option<string>) =>
   Effect.gen(function* () {
     const path = yield* Path.Path
     if (Option.isSome(option)) return path.resolve(option.value)
-    const env = nonEmptyEnv
-    const explicit = yield* env("RELAYKEEP_ROOT")
-    if (Option.isSome(explicit)) return path.resolve(explicit.value)
-    const xdg = yield* env("XDG_DATA_HOME")
+    const xdg = yield* nonEmptyEnv("XDG_DATA_HOME")
     if (Option.isSome(xdg)) return path.join(path.resolve(xdg.value), "relaykeep")
-    const home = yield* env("HOME")
+    const home = yield* nonEmptyEnv("HOME")
     if (Option.isSome(home)) return path.join(home.value, ".local", "share", "relaykeep")
     return yield* new InvalidInput({
       field: "--root",
@@ -46,29 +44,71 @@ export const resolveRoot = (option: Option.Option<string>) =>
     })
   })
 
-const store = Options.text("store").pipe(
+/** A value of a flag or of the environment variable it falls back on, and which of the two it was. */
+export interface Given<A> {
+  readonly value: A
+  /** The flag (`--store`) or the variable (`RELAYKEEP_STORE`): what an error about the value names. */
+  readonly field: string
+}
+
+/**
+ * An optional flag that falls back on an environment variable (an empty one counts as unset). The
+ * value keeps its source, so that an error names what the user set, and a PostgreSQL flag on a
+ * file store is refused while the same setting in the environment is not.
+ */
+const withEnvironment = <A>(
+  flag: string,
+  option: Options.Options<A>,
+  variable: string,
+  fromEnv: Config.Config<A>
+) =>
+  option.pipe(
+    Options.map((value): Given<A> => ({ value, field: flag })),
+    Options.withFallbackConfig(Config.map(fromEnv, (value): Given<A> => ({ value, field: variable }))),
+    Options.optional
+  )
+
+const store = withEnvironment(
+  "--store",
+  Options.text("store"),
+  "RELAYKEEP_STORE",
+  envVariable("RELAYKEEP_STORE")
+).pipe(
   Options.withDescription(
     "Where the queue lives: `file` (the default: the data root) or postgres://user@host:5432/db (default: $RELAYKEEP_STORE, else file)"
-  ),
-  Options.optional
+  )
 )
-const pgSchema = Options.text("pg-schema").pipe(
+const pgSchema = withEnvironment(
+  "--pg-schema",
+  Options.text("pg-schema"),
+  "RELAYKEEP_PG_SCHEMA",
+  envVariable("RELAYKEEP_PG_SCHEMA")
+).pipe(
   Options.withDescription(
     `PostgreSQL schema for RelayKeep's tables (default: $RELAYKEEP_PG_SCHEMA, else ${DefaultSchema})`
-  ),
-  Options.optional
+  )
 )
-const queue = Options.text("queue").pipe(
+const queue = withEnvironment(
+  "--queue",
+  Options.text("queue"),
+  "RELAYKEEP_QUEUE",
+  envVariable("RELAYKEEP_QUEUE")
+).pipe(
   Options.withDescription(
     `The queue, by name, in a PostgreSQL store (default: $RELAYKEEP_QUEUE, else ${DefaultQueue})`
-  ),
-  Options.optional
+  )
 )
-const pgPool = Options.integer("pg-pool").pipe(
+// The variable is read as text and judged with the other PostgreSQL settings, when the store is
+// PostgreSQL: a file store is not refused for a pool size it never uses.
+const pgPool = withEnvironment(
+  "--pg-pool",
+  Options.integer("pg-pool"),
+  "RELAYKEEP_PG_POOL",
+  Config.map(envVariable("RELAYKEEP_PG_POOL"), Number)
+).pipe(
   Options.withDescription(
     `The most PostgreSQL connections this process opens, besides one for LISTEN (default: $RELAYKEEP_PG_POOL, else ${DefaultMaxConnections})`
-  ),
-  Options.optional
+  )
 )
 
 /** The options of every command that works on the queue: where the store is. */
@@ -79,34 +119,32 @@ export const pgOptions = { pgSchema, queue, pgPool }
 
 export interface StoreArgs {
   readonly root: Option.Option<string>
-  readonly store: Option.Option<string>
-  readonly pgSchema: Option.Option<string>
-  readonly queue: Option.Option<string>
-  readonly pgPool: Option.Option<number>
+  readonly store: Option.Option<Given<string>>
+  readonly pgSchema: Option.Option<Given<string>>
+  readonly queue: Option.Option<Given<string>>
+  readonly pgPool: Option.Option<Given<number>>
 }
 
-/** A flag, else its environment variable, else nothing. */
-const flagOrEnv = (flag: Option.Option<string>, variable: string) =>
-  Option.isSome(flag) ? Effect.succeed(flag) : nonEmptyEnv(variable)
+/** Whether a setting was given as this flag on the command line (not by its variable). */
+const onCommandLine = (given: Option.Option<Given<unknown>>, flag: string) =>
+  Option.exists(given, (g) => g.field === flag)
 
 /** What `--store` (or RELAYKEEP_STORE) asks for: the file store, or PostgreSQL at a URL. */
 export const resolveStore = (args: StoreArgs) =>
   Effect.gen(function* () {
-    const chosen = yield* flagOrEnv(args.store, "RELAYKEEP_STORE")
-    const field = Option.isSome(args.store) ? "--store" : "RELAYKEEP_STORE"
-    const pgOnly: ReadonlyArray<readonly [string, boolean]> = [
-      ["--pg-schema", Option.isSome(args.pgSchema)],
-      ["--queue", Option.isSome(args.queue)],
-      ["--pg-pool", Option.isSome(args.pgPool)]
-    ]
-    if (Option.isNone(chosen) || chosen.value === "file") {
+    if (Option.isNone(args.store) || args.store.value.value === "file") {
       // A PostgreSQL flag without PostgreSQL is a mistake worth naming, not ignoring.
-      for (const [flag, given] of pgOnly)
-        if (given)
+      for (const [flag, given] of [
+        ["--pg-schema", args.pgSchema],
+        ["--queue", args.queue],
+        ["--pg-pool", args.pgPool]
+      ] as const)
+        if (onCommandLine(given, flag))
           return yield* new InvalidInput({ field: flag, reason: "applies to a postgres:// --store only" })
       return { _tag: "file" as const, root: yield* resolveRoot(args.root) }
     }
-    return { _tag: "postgres" as const, ...(yield* resolvePg(chosen.value, field, args)) }
+    const { value, field } = args.store.value
+    return { _tag: "postgres" as const, ...(yield* resolvePg(value, field, args)) }
   })
 
 export type PgArgs = Pick<StoreArgs, "pgSchema" | "queue" | "pgPool">
@@ -120,28 +158,33 @@ export const resolvePg = (url: string, urlField: string, args: PgArgs) =>
   Effect.gen(function* () {
     if (!isPgUrl(url))
       return yield* new InvalidInput({ field: urlField, reason: "must be `file` or a postgres:// URL" })
-    const poolText = yield* nonEmptyEnv("RELAYKEEP_PG_POOL")
-    const pool = Option.isSome(args.pgPool)
-      ? args.pgPool.value
-      : Option.isSome(poolText)
-        ? Number(poolText.value)
-        : undefined
+    const value = <A>(given: Option.Option<Given<A>>) =>
+      Option.getOrUndefined(Option.map(given, (g) => g.value))
     const options: PgStoreOptions = {
       url: Redacted.make(url),
-      schema: Option.getOrUndefined(yield* flagOrEnv(args.pgSchema, "RELAYKEEP_PG_SCHEMA")),
-      queue: Option.getOrUndefined(yield* flagOrEnv(args.queue, "RELAYKEEP_QUEUE")),
-      maxConnections: pool
+      schema: value(args.pgSchema),
+      queue: value(args.queue),
+      maxConnections: value(args.pgPool)
     }
-    const target = yield* Either.mapLeft(pgTarget(options), (error) =>
-      error.field === "maxConnections"
-        ? new InvalidInput({
-            field: Option.isSome(args.pgPool) ? "--pg-pool" : "RELAYKEEP_PG_POOL",
-            reason: error.reason
-          })
-        : error.field === "--store"
-          ? new InvalidInput({ field: urlField, reason: error.reason })
-          : error
-    )
+    // The target names flags; a value that came from a variable is blamed on the variable.
+    const fieldOf = (given: Option.Option<Given<unknown>>, flag: string) =>
+      Option.getOrElse(
+        Option.map(given, (g) => g.field),
+        () => flag
+      )
+    const target = yield* Either.mapLeft(pgTarget(options), (error) => {
+      const field =
+        error.field === "maxConnections"
+          ? fieldOf(args.pgPool, "--pg-pool")
+          : error.field === "--store"
+            ? urlField
+            : error.field === "--pg-schema"
+              ? fieldOf(args.pgSchema, "--pg-schema")
+              : error.field === "--queue"
+                ? fieldOf(args.queue, "--queue")
+                : error.field
+      return field === error.field ? error : new InvalidInput({ field, reason: error.reason })
+    })
     return { options, target }
   })
 
@@ -157,28 +200,39 @@ export const storeLayer = (args: StoreArgs) =>
     )
   )
 
+/** Text as milliseconds (`90s`, `5m`, `2h`, or seconds), or a message naming `flag`. */
+export const DurationMillis = (flag: string) =>
+  Schema.transformOrFail(Schema.String, Schema.Number, {
+    strict: true,
+    decode: (text, _, ast) =>
+      Either.match(parseDuration(text), {
+        onLeft: () => ParseResult.fail(new ParseResult.Type(ast, text)),
+        onRight: ParseResult.succeed
+      }),
+    encode: (millis) => ParseResult.succeed(`${millis}ms`)
+  }).pipe(
+    // The message alone, without the formatter's tree of schemas: `--lease: must be longer than zero`.
+    Schema.annotations({
+      message: (issue) =>
+        `${flag}: ${Either.match(parseDuration(String(issue.actual)), {
+          onLeft: (reason) => reason,
+          onRight: () => "is not a duration"
+        })}`
+    })
+  )
+
 /** A duration option (`90s`, `5m`, `2h`, or seconds), as milliseconds. */
 export const duration = (name: string, fallback: string) =>
-  Options.text(name).pipe(
-    Options.withDefault(fallback),
-    Options.mapEffect((text) =>
-      Either.match(parseDuration(text), {
-        onLeft: (reason) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: ${reason}`))),
-        onRight: Effect.succeed
-      })
-    )
-  )
+  Options.text(name).pipe(Options.withDefault(fallback), Options.withSchema(DurationMillis(`--${name}`)))
 
 /** The audit log under the resolved root: `<root>/audit/`. */
 export const auditLayer = (option: Option.Option<string>) =>
   Layer.unwrapEffect(Effect.map(resolveRoot(option), (dir) => auditLogLayer(`${dir}/audit`)))
 
+/** A whole number from `min` to `max`, or a message naming `flag`. */
+export const IntegerBetween = (flag: string, min: number, max: number) =>
+  Schema.Int.pipe(Schema.between(min, max, { message: () => `${flag}: must be from ${min} to ${max}` }))
+
 /** A whole number within bounds, or a usage error naming the flag (the bounds MCP's tools use). */
 export const integerBetween = (name: string, min: number, max: number) =>
-  Options.integer(name).pipe(
-    Options.mapEffect((value) =>
-      value >= min && value <= max
-        ? Effect.succeed(value)
-        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name}: must be from ${min} to ${max}`)))
-    )
-  )
+  Options.integer(name).pipe(Options.withSchema(IntegerBetween(`--${name}`, min, max)))

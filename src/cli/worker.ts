@@ -1,5 +1,5 @@
-import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Effect, Layer, Option } from "effect"
+import { Command, Options } from "@effect/cli"
+import { Effect, Layer, Option, Schema } from "effect"
 import { InvalidInput } from "../domain/errors.js"
 import { MaxWorkerIdLength } from "../domain/worker.js"
 import type { RetryPolicy } from "../domain/Task.js"
@@ -23,14 +23,13 @@ import { resolveProviderSettings } from "../providers/config.js"
 import { providersLayer } from "../providers/layer.js"
 
 const workerId = Options.text("worker-id").pipe(
-  Options.mapEffect((text) =>
-    text.length >= 1 && text.length <= MaxWorkerIdLength
-      ? Effect.succeed(text)
-      : Effect.fail(
-          ValidationError.invalidValue(
-            HelpDoc.p(`--worker-id: must be 1 to ${MaxWorkerIdLength} characters, not ${text.length}`)
-          )
-        )
+  Options.withSchema(
+    Schema.String.pipe(
+      Schema.filter((text) => text.length >= 1 && text.length <= MaxWorkerIdLength, {
+        message: (issue) =>
+          `--worker-id: must be 1 to ${MaxWorkerIdLength} characters, not ${String(issue.actual).length}`
+      })
+    )
   ),
   Options.withDescription("Names this worker in leases and in the worker registry (default: host:pid)"),
   Options.optional
@@ -80,19 +79,10 @@ const grace = duration("grace", `${DefaultGraceMillis / 1000}s`).pipe(
 const poll = duration("poll", `${DefaultPollMillis / 1000}s`).pipe(
   Options.withDescription("With --watch: look at the queue at least this often (default 5s)")
 )
-const LogFormats = ["auto", "text", "json"] as const
-const logFormat = Options.text("log-format").pipe(
+const logFormat = Options.choice("log-format", ["auto", "text", "json"]).pipe(
   Options.withDefault("auto"),
-  Options.mapEffect((text) => {
-    const format = LogFormats.find((known) => known === text)
-    return format === undefined
-      ? Effect.fail(
-          ValidationError.invalidValue(HelpDoc.p(`--log-format: must be one of ${LogFormats.join(", ")}`))
-        )
-      : Effect.succeed(format)
-  }),
   Options.withDescription(
-    "With --watch: events on stderr as text (a live status line on a terminal) or one JSON object each"
+    "With --watch: events on stderr as text (a live status line on a terminal) or one JSON object each (default auto: text)"
   )
 )
 
