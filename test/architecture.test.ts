@@ -124,7 +124,16 @@ describe("the direction of imports", () => {
   it.effect("nothing outside src/mcp imports it but the entrypoints (cli/, bin/)", () =>
     Effect.gen(function* () {
       const outside: Array<string> = []
-      for (const folder of ["domain", "services", "platform", "store", "providers", "worker", "dashboard"]) {
+      for (const folder of [
+        "domain",
+        "services",
+        "platform",
+        "store",
+        "providers",
+        "worker",
+        "broadcast",
+        "dashboard"
+      ]) {
         outside.push(...(yield* sourcesUnder(`src/${folder}`)))
       }
       assert.isAbove(outside.length, 50)
@@ -136,7 +145,7 @@ describe("the direction of imports", () => {
   it.effect("no implementation imports an entrypoint (cli/, bin/, dashboard/)", () =>
     Effect.gen(function* () {
       const implementations: Array<string> = []
-      for (const folder of ["platform", "store", "providers", "worker", "mcp"]) {
+      for (const folder of ["platform", "store", "providers", "worker", "broadcast", "mcp"]) {
         implementations.push(...(yield* sourcesUnder(`src/${folder}`)))
       }
       const found = yield* crossings(implementations, ["cli", "bin", "dashboard"])

@@ -39,23 +39,28 @@ export const TargetModel = Text.pipe(
 ).annotations({ description: "The model this member asks its provider for" })
 
 export const Target = Schema.Struct({ provider: TargetProvider, model: TargetModel }).annotations({
-  description: "One member of the group: a provider and the model it is asked for"
+  description: "One member of the group: a provider and the model it is asked for",
+  message: () => ({ message: "must be an object {provider, model}", override: false })
 })
 export type Target = typeof Target.Type
 
 const targetKey = (target: Target) => `${target.provider}\u0000${target.model}`
 
 /** 1-8 distinct targets, in the order the members are queued and shown. */
-export const Targets = Schema.Array(Target).pipe(
-  Schema.filter((targets) => targets.length >= 1 && targets.length <= MaxTargets, {
-    message: () => `must name 1 to ${MaxTargets} targets`,
-    jsonSchema: { minItems: 1, maxItems: MaxTargets }
-  }),
-  Schema.filter((targets) => new Set(targets.map(targetKey)).size === targets.length, {
-    message: () => "must not name the same provider and model twice",
-    jsonSchema: {}
+export const Targets = Schema.Array(Target)
+  .annotations({
+    message: () => ({ message: "must be an array of {provider, model}", override: false })
   })
-)
+  .pipe(
+    Schema.filter((targets) => targets.length >= 1 && targets.length <= MaxTargets, {
+      message: () => `must name 1 to ${MaxTargets} targets`,
+      jsonSchema: { minItems: 1, maxItems: MaxTargets }
+    }),
+    Schema.filter((targets) => new Set(targets.map(targetKey)).size === targets.length, {
+      message: () => "must not name the same provider and model twice",
+      jsonSchema: {}
+    })
+  )
 
 /**
  * The targets `claude:MODEL,codex:MODEL` spells: split at commas, each at its first `:` (a
@@ -244,15 +249,16 @@ export const groupStateOf = (states: ReadonlyArray<TaskState>): GroupState =>
       ? "complete"
       : "failed"
 
-const Count = Integer({ minimum: 0 })
+const count = (state: TaskState) =>
+  Integer({ minimum: 0 }).annotations({ description: `How many members are ${state}` })
 
 /** How many members are in each task state. */
 export const GroupCounts = Schema.Struct({
-  queued: Count,
-  running: Count,
-  complete: Count,
-  failed: Count,
-  cancelled: Count
+  queued: count("queued"),
+  running: count("running"),
+  complete: count("complete"),
+  failed: count("failed"),
+  cancelled: count("cancelled")
 }).annotations({ description: "How many members are in each task state" })
 export type GroupCounts = typeof GroupCounts.Type
 

@@ -97,7 +97,9 @@ describe("describeTool", () => {
       ["submit", "write"],
       ["read", "read_only"],
       ["cancel", "write"],
-      ["list", "read_only"]
+      ["list", "read_only"],
+      ["broadcast", "write"],
+      ["read_group", "read_only"]
     ])
     assert.deepStrictEqual(tiers(memoryTools), [
       ["search", "read_only"],

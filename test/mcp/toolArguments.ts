@@ -47,6 +47,8 @@ const intOutside = (min: number, max: number) =>
     nonNumber
   )
 const States = ["queued", "running", "complete", "failed", "cancelled"]
+/** Providers whose member payloads a broadcast judges (or refuses) before anything is stored. */
+const Judged = ["claude", "codex", "ollama", "openai", "mcp-tool", "broadcast"]
 
 export const tools: Readonly<
   Record<"tasks" | "memory", Readonly<Record<string, Readonly<Record<string, Field>>>>>
@@ -105,6 +107,61 @@ export const tools: Readonly<
           nonString,
           huge,
           fc.string().filter((text) => Either.isLeft(decodeCursor(text)))
+        )
+      }
+    },
+    broadcast: {
+      client_request_id: { required: true, valid: printableId, invalid: badId },
+      targets: {
+        required: true,
+        // Providers this side does not judge (a worker's own), so any shared part may go with them.
+        valid: fc.uniqueArray(
+          fc.record({
+            provider: fc.stringMatching(/^[a-z][a-z0-9_-]{0,15}$/).filter((name) => !Judged.includes(name)),
+            model: fc.stringMatching(/^[A-Za-z0-9._:/ -]{1,40}$/)
+          }),
+          { minLength: 1, maxLength: 8, selector: (target) => `${target.provider} ${target.model}` }
+        ),
+        invalid: fc.oneof(
+          nonString.filter((value) => !Array.isArray(value)),
+          fc.string(),
+          fc.constant([]),
+          fc.constant(Array.from({ length: 9 }, (_, n) => ({ provider: "p", model: `m${n}` }))),
+          fc.constant([
+            { provider: "p", model: "m" },
+            { provider: "p", model: "m" }
+          ])
+        )
+      },
+      payload: {
+        required: true,
+        valid: fc.dictionary(
+          fc.string().filter((key) => key !== "provider" && key !== "model"),
+          fc.jsonValue({ maxDepth: 2 }),
+          { maxKeys: 4 }
+        ),
+        invalid: fc.oneof(
+          fc.string(),
+          huge,
+          fc.double(),
+          fc.boolean(),
+          fc.constant(null),
+          fc.array(fc.anything())
+        )
+      }
+    },
+    read_group: {
+      group_id: { required: true, valid: hex64, invalid: notHex64 },
+      payload_sha256: { required: true, valid: hex64, invalid: notHex64 },
+      wait_seconds: {
+        required: false,
+        // Short: a valid call on a group nobody runs waits it out.
+        valid: fc.constantFrom(0, 0.001),
+        invalid: fc.oneof(
+          fc.double({ max: -0.001 }),
+          fc.double({ min: 60.001 }),
+          fc.constant(Number.NaN),
+          nonNumber
         )
       }
     }

@@ -1,4 +1,7 @@
-/** The tools of `relaykeep-tasks`: the queue's submit, read (with waiting), cancel and list. */
+/**
+ * The tools of `relaykeep-tasks`: the queue's submit, read (with waiting), cancel and list, and
+ * broadcast with read_group for one prompt to several providers.
+ */
 import { Clock, Effect, Schema } from "effect"
 import { Integer, JsonNumber, JsonObject } from "../../domain/fields.js"
 import { ClientRequestId, MaxKeyChars, PayloadSha256, TaskId } from "../../domain/ids.js"
@@ -13,6 +16,9 @@ import {
   TaskView
 } from "../../domain/Task.js"
 import { checkSubmittable } from "../../domain/mcpTask.js"
+import { GroupReceipt, GroupView, MaxTargets, Targets } from "../../domain/broadcast.js"
+import { readGroup } from "../../broadcast/read.js"
+import { submitBroadcast } from "../../broadcast/submit.js"
 import { TaskStore } from "../../services/TaskStore.js"
 import { DefaultListLimit, MaxListLimit } from "../../store/shared.js"
 import { defineTool } from "../Tool.js"
@@ -163,4 +169,59 @@ export const listTool = defineTool({
   handler: (input) => Effect.flatMap(TaskStore, (store) => store.list(input))
 })
 
-export const taskTools = [submitTool, readTool, cancelTool, listTool]
+export const broadcastTool = defineTool({
+  name: "broadcast",
+  description: `Queue one prompt to several providers (a second opinion): one task per target under one group. Returns a group receipt {group_id, payload_sha256, created_at, members: [{provider, model, task_id, payload_sha256, created_at}]} once every member is queued. The same client_request_id, targets and payload always return the same group receipt; different ones under the same id are a ConflictError. Read it with read_group.`,
+  input: Schema.Struct({
+    client_request_id: ClientRequestId.annotations({
+      description: `Your idempotency key for the whole group: 1-${MaxKeyChars} printable characters.`
+    }),
+    targets: Targets.annotations({
+      description: `1-${MaxTargets} distinct {provider, model}, in the order the members are queued and shown.`
+    }),
+    payload: JsonObject.annotations({
+      description:
+        'What every member shares: {"prompt"} and, for claude and codex, an optional "work_dir". Never provider or model: each target names its own.'
+    })
+  }),
+  output: GroupReceipt,
+  tier: "write",
+  idempotent: true,
+  handler: (input) =>
+    submitBroadcast({
+      clientRequestId: input.client_request_id,
+      targets: input.targets,
+      payload: input.payload
+    })
+})
+
+export const readGroupTool = defineTool({
+  name: "read_group",
+  description: `Read a broadcast group by its receipt: every member's state, result and error side by side, and the group's state (running while any member runs, complete when all completed, failed when all finished and any failed or was cancelled). With wait_seconds (0-${MaxWaitSeconds}) it waits until every member is finished or the time is up.`,
+  input: Schema.Struct({
+    group_id: GroupReceipt.fields.group_id,
+    payload_sha256: GroupReceipt.fields.payload_sha256,
+    wait_seconds: Schema.optional(
+      JsonNumber({ minimum: 0, maximum: MaxWaitSeconds }).annotations({
+        description: `How long to wait for every member to finish, in seconds from 0 to ${MaxWaitSeconds} (fractions allowed). Without it, or with 0, the group is read at once.`
+      })
+    )
+  }),
+  output: GroupView,
+  tier: "read_only",
+  handler: (input, context) => {
+    const waitMillis = (input.wait_seconds ?? 0) * 1000
+    return readGroup(input.group_id, input.payload_sha256, {
+      waitMillis,
+      // Progress must grow with every notification: seconds waited, unrounded.
+      onProgress: (waited, view) =>
+        context.progress(
+          waited / 1000,
+          waitMillis / 1000,
+          `${view.members.length - view.counts.queued - view.counts.running} of ${view.members.length} members finished`
+        )
+    })
+  }
+})
+
+export const taskTools = [submitTool, readTool, cancelTool, listTool, broadcastTool, readGroupTool]

@@ -56,7 +56,14 @@ describe("README client configurations", () => {
     assert.isDefined(tasks)
     assert.isDefined(memory)
     if (!tasks || !memory) return
-    assert.deepStrictEqual(await toolsOf(tasks.command, tasks.args), ["submit", "read", "cancel", "list"])
+    assert.deepStrictEqual(await toolsOf(tasks.command, tasks.args), [
+      "submit",
+      "read",
+      "cancel",
+      "list",
+      "broadcast",
+      "read_group"
+    ])
     assert.deepStrictEqual(await toolsOf(memory.command, memory.args), ["search", "read"])
   })
 
@@ -68,12 +75,26 @@ describe("README client configurations", () => {
     )
     assert.match(toml, /^tool_timeout_sec = \d+$/m)
     assert.isDefined(command)
-    assert.deepStrictEqual(await toolsOf(command ?? "", args), ["submit", "read", "cancel", "list"])
+    assert.deepStrictEqual(await toolsOf(command ?? "", args), [
+      "submit",
+      "read",
+      "cancel",
+      "list",
+      "broadcast",
+      "read_group"
+    ])
 
     const line = fill(block("bash", "claude mcp add")).trim()
     const [, afterDashes = ""] = line.split(" -- ")
     const [claudeCommand = "", ...claudeArgs] = afterDashes.split(" ")
-    assert.deepStrictEqual(await toolsOf(claudeCommand, claudeArgs), ["submit", "read", "cancel", "list"])
+    assert.deepStrictEqual(await toolsOf(claudeCommand, claudeArgs), [
+      "submit",
+      "read",
+      "cancel",
+      "list",
+      "broadcast",
+      "read_group"
+    ])
   })
 
   afterAll(() => rmSync(data, { recursive: true, force: true }))

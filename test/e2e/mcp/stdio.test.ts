@@ -58,7 +58,7 @@ describe("relaykeep-tasks on stdio", () => {
     )
     assert.deepStrictEqual(
       tools.map((tool) => tool.name),
-      ["submit", "read", "cancel", "list"]
+      ["submit", "read", "cancel", "list", "broadcast", "read_group"]
     )
   })
 

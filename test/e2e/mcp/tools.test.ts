@@ -61,6 +61,28 @@ const taskTools: Record<string, Expected> = {
     properties: ["cursor", "limit", "state"],
     required: [],
     outputRequired: ["next_cursor", "tasks"]
+  },
+  broadcast: {
+    readOnly: false,
+    idempotent: true,
+    properties: ["client_request_id", "payload", "targets"],
+    required: ["client_request_id", "payload", "targets"],
+    outputRequired: ["created_at", "group_id", "members", "payload_sha256"]
+  },
+  read_group: {
+    readOnly: true,
+    idempotent: true,
+    properties: ["group_id", "payload_sha256", "wait_seconds"],
+    required: ["group_id", "payload_sha256"],
+    outputRequired: [
+      "client_request_id",
+      "counts",
+      "created_at",
+      "group_id",
+      "members",
+      "payload_sha256",
+      "state"
+    ]
   }
 }
 
@@ -109,7 +131,7 @@ const checkTools = async (session: Session, expected: Record<string, Expected>) 
 }
 
 describe("tools/list", () => {
-  it("relaykeep-tasks: submit, read, cancel, list with truthful hints and schemas", async () => {
+  it("relaykeep-tasks: submit, read, cancel, list, broadcast, read_group with truthful hints and schemas", async () => {
     const session = await mcp.tasks(mcp.tempDir())
     await checkTools(session, taskTools)
     const version = session.client.getServerVersion()
