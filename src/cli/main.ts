@@ -14,15 +14,31 @@ export interface CliFailure {
 
 const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
 
+/**
+ * A library message about a value that quotes the value but not the flag (`'abc' is not a
+ * integer`, `Path 'x' must exist`), with the flag `args` gave it to in front.
+ */
+export const withFlag = (text: string, args: ReadonlyArray<string>): string => {
+  const quoted = /'([^']*)'/.exec(text)?.[1]
+  if (quoted === undefined || /(^|\s)--[a-z]/.test(text)) return text
+  for (const [i, arg] of args.entries()) {
+    const before = args[i - 1] ?? ""
+    if (arg.startsWith("--") && arg.endsWith(`=${quoted}`))
+      return `${arg.slice(0, arg.indexOf("="))}: ${text}`
+    if (arg === quoted && before.startsWith("-")) return `${before}: ${text}`
+  }
+  return text
+}
+
 /** The one line for stderr, scrubbed: a usage error or a foreign error may quote what it was given. */
-export const describeFailure = (error: unknown): CliFailure => {
-  const failure = describeRawFailure(error)
+export const describeFailure = (error: unknown, args: ReadonlyArray<string> = []): CliFailure => {
+  const failure = describeRawFailure(error, args)
   return { line: redactMessage(failure.line), exitCode: failure.exitCode }
 }
 
-const describeRawFailure = (error: unknown): CliFailure => {
+const describeRawFailure = (error: unknown, args: ReadonlyArray<string>): CliFailure => {
   if (ValidationError.isValidationError(error)) {
-    return { line: `UsageError: ${oneLine(docText(error.error))}`, exitCode: 2 }
+    return { line: `UsageError: ${withFlag(oneLine(docText(error.error)), args)}`, exitCode: 2 }
   }
   if (typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string") {
     const message = "message" in error && typeof error.message === "string" ? error.message : ""
@@ -41,7 +57,7 @@ export const runCli = (argv: ReadonlyArray<string>) =>
     return yield* run(argv).pipe(
       Console.withConsole({ ...console, error: () => Effect.void }),
       Effect.as(Option.none<CliFailure>()),
-      Effect.catchAll((error) => Effect.succeed(Option.some(describeFailure(error)))),
+      Effect.catchAll((error) => Effect.succeed(Option.some(describeFailure(error, argv.slice(2))))),
       // A defect is a bug, but it still ends as one line on stderr, never on stdout.
       Effect.catchAllDefect((defect) =>
         Effect.as(
