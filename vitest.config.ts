@@ -1,15 +1,29 @@
+import { availableParallelism } from "node:os"
 import { defineConfig } from "vitest/config"
 
 // CI asks for a JSON report beside the console one, to print `N passed, N failed`.
 const jsonReport = process.env["RELAYKEEP_VITEST_JSON"]
 
+// Most files spend their time waiting on child processes, fsync and timers, not on the CPU, so
+// they run a few more at once than there are cores (vitest's default is one less than the cores:
+// a single file at a time on a 2-core machine). RELAYKEEP_TEST_WORKERS overrides it.
+const workers = Number(process.env["RELAYKEEP_TEST_WORKERS"] ?? Math.max(2, availableParallelism() + 1))
+
+// The long suites that kill, pause and race real processes run apart: `npm run test:chaos`.
+const chaos = ["test/chaos/**/*.test.ts"]
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/pgGlobalSetup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    maxWorkers: workers,
+    minWorkers: 1,
     reporters: jsonReport ? ["default", "json"] : ["default"],
-    ...(jsonReport ? { outputFile: { json: jsonReport } } : {})
+    ...(jsonReport ? { outputFile: { json: jsonReport } } : {}),
+    projects: [
+      { extends: true, test: { name: "main", include: ["test/**/*.test.ts"], exclude: chaos } },
+      { extends: true, test: { name: "chaos", include: chaos } }
+    ]
   }
 })
