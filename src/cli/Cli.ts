@@ -5,6 +5,7 @@ import { check } from "./check.js"
 import { dashboard } from "./dashboard.js"
 import { demo } from "./demo.js"
 import { doctor } from "./doctor.js"
+import { gc } from "./gc.js"
 import { list } from "./list.js"
 import { memory } from "./memory.js"
 import { migrate } from "./migrate.js"
@@ -28,6 +29,7 @@ export const relaykeep = Command.make("relaykeep").pipe(
     recover,
     list,
     check,
+    gc,
     migrate,
     tasks,
     memory,

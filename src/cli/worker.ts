@@ -15,11 +15,11 @@ import {
   DefaultPollMillis,
   runWatch
 } from "../worker/watch.js"
-import { duration, resolveRoot, storeLayer, storeOptions, integerBetween } from "./options.js"
+import { duration, DurationMillis, resolveRoot, storeLayer, storeOptions, integerBetween } from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
 import { httpClientLayer, providerOptions } from "./providerOptions.js"
-import { resolveProviderSettings } from "../providers/config.js"
+import { resolveProviderSettings, resolveRetention } from "../providers/config.js"
 import { providersLayer } from "../providers/layer.js"
 
 const workerId = Options.text("worker-id").pipe(
@@ -79,6 +79,13 @@ const grace = duration("grace", `${DefaultGraceMillis / 1000}s`).pipe(
 const poll = duration("poll", `${DefaultPollMillis / 1000}s`).pipe(
   Options.withDescription("With --watch: look at the queue at least this often (default 5s)")
 )
+const retention = Options.text("retention").pipe(
+  Options.withSchema(DurationMillis("--retention")),
+  Options.withDescription(
+    "With --watch: remove tasks that finished longer ago than this (e.g. 30d), at the start and then hourly, more often when it is short (default: retention in the root's config.json, else keep every task)"
+  ),
+  Options.optional
+)
 const logFormat = Options.choice("log-format", ["auto", "text", "json"]).pipe(
   Options.withDefault("auto"),
   Options.withDescription(
@@ -131,6 +138,7 @@ export const worker = Command.make(
     retryBackoffMax,
     grace,
     poll,
+    retention,
     logFormat,
     ...providerOptions
   },
@@ -157,6 +165,11 @@ export const worker = Command.make(
           field: "--limit",
           reason: "bounds one pass; a watching worker (--watch) runs until it is stopped"
         })
+      if (!args.watch && Option.isSome(args.retention))
+        return yield* new InvalidInput({
+          field: "--retention",
+          reason: "collects on a timer: it applies to a watching worker (--watch)"
+        })
       if (!args.watch)
         return yield* printJson(
           yield* runPass({
@@ -175,7 +188,8 @@ export const worker = Command.make(
         pollMillis: args.poll,
         graceMillis: args.grace,
         cancelPollMillis: DefaultCancelPollMillis,
-        heartbeatMillis: DefaultHeartbeatMillis
+        heartbeatMillis: DefaultHeartbeatMillis,
+        retentionMillis: yield* resolveRetention(args.retention, yield* resolveRoot(args.root))
       }).pipe(
         Effect.provide(workerOutputStderrLayer(args.logFormat)),
         args.logFormat === "json" ? jsonLogs : (effect) => effect

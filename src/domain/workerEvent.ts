@@ -68,6 +68,18 @@ export const WorkerEvent = Schema.Union(
   Schema.Struct({ event: Schema.Literal("heartbeat_failed"), message: Schema.String }),
   /** Its heartbeat was written again after failing. */
   Schema.Struct({ event: Schema.Literal("heartbeat_restored") }),
+  /**
+   * A collection of finished tasks (`--retention`): those that finished before
+   * `finished_before` are removed; `damaged` records met are kept (`relaykeep check`).
+   */
+  Schema.Struct({
+    event: Schema.Literal("collected"),
+    finished_before: Timestamp,
+    removed: Schema.Int,
+    damaged: Schema.Int
+  }),
+  /** A collection failed; the worker keeps working and tries again at the next one. */
+  Schema.Struct({ event: Schema.Literal("collect_failed"), message: Schema.String }),
   /** A warning or error logged while the worker ran, in the same stream as the events. */
   Schema.Struct({ event: Schema.Literal("log"), level: Schema.String, message: Schema.String }),
   Schema.Struct({

@@ -64,7 +64,9 @@ const ConfigFile = Schema.parseJson(
     pass_env: Schema.optional(Schema.Array(Schema.String)),
     task_timeout: Schema.optional(Schema.String),
     kill_grace: Schema.optional(Schema.String),
-    max_output: Schema.optional(Schema.String)
+    max_output: Schema.optional(Schema.String),
+    /** A watching worker's `--retention` (not a provider setting; read by `resolveRetention`). */
+    retention: Schema.optional(Schema.String)
   })
 )
 
@@ -226,4 +228,19 @@ export const resolveProviderSettings = (args: ProviderFlags, root: string) =>
         )) ?? defaultSettings.maxOutputBytes
     }
     return settings
+  })
+
+/**
+ * A watching worker's retention in milliseconds: `--retention` when given, else `retention` in
+ * `<root>/config.json`, else none (nothing is collected). A bad value names where it came from.
+ */
+export const resolveRetention = (flag: Option.Option<number>, root: string) =>
+  Effect.gen(function* () {
+    if (Option.isSome(flag)) return flag.value
+    const file = yield* readConfigFile(root)
+    if (file.retention === undefined) return undefined
+    return yield* Either.mapLeft(
+      parseDuration(file.retention),
+      (reason) => new InvalidInput({ field: `${ConfigFileName}: retention`, reason })
+    )
   })

@@ -38,6 +38,12 @@ export const describeEvent = (event: WorkerEvent): string => {
       return `heartbeat not recorded in the worker registry (still working): ${event.message}`
     case "heartbeat_restored":
       return "heartbeat recorded again"
+    case "collected":
+      return `collected ${event.removed} finished task${event.removed === 1 ? "" : "s"} that finished before ${event.finished_before}${
+        event.damaged === 0 ? "" : `; kept ${event.damaged} damaged (relaykeep check)`
+      }`
+    case "collect_failed":
+      return `collection of finished tasks failed (still working): ${event.message}`
     case "log":
       return `${event.level.toLowerCase()}: ${event.message}`
     case "stopped":

@@ -32,6 +32,7 @@ import { WorkerOutput } from "../services/WorkerOutput.js"
 import type { WorkerEvent } from "../services/WorkerOutput.js"
 import { startHeartbeats } from "./heartbeats.js"
 import { reapOrphans } from "./reap.js"
+import { collectOnTimer } from "./retention.js"
 import type { RunningSet } from "./slots.js"
 import { claimAgainWhenFreed, roomOf, withClaimed, withoutAttempt } from "./slots.js"
 
@@ -50,6 +51,8 @@ export interface WatchOptions {
   readonly cancelPollMillis: number
   /** How often the worker writes its heartbeat to the store's worker registry. */
   readonly heartbeatMillis: number
+  /** Collect tasks that finished longer ago than this, at the start and on a timer (`retention.ts`). */
+  readonly retentionMillis?: number | undefined
 }
 
 export const DefaultConcurrency = 2
@@ -182,6 +185,8 @@ export const runWatch = (
         running: Effect.map(Ref.get(running), (map) => map.size)
       })
       const attempts = yield* FiberSet.make<void>()
+      if (options.retentionMillis !== undefined)
+        yield* Effect.forkScoped(collectOnTimer(options.retentionMillis))
 
       const storageFailed = (error: StorageError) =>
         Effect.all(
