@@ -1,6 +1,8 @@
 import { Command, Options } from "@effect/cli"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { checkSubmittable } from "../domain/mcpTask.js"
+import { parseTargets } from "../domain/broadcast.js"
+import { submitBroadcast } from "../broadcast/submit.js"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Effect, Option, Stream } from "effect"
 import { InvalidInput } from "../domain/errors.js"
@@ -19,6 +21,12 @@ const payload = Options.text("payload").pipe(
 )
 const payloadFile = Options.file("payload-file").pipe(
   Options.withDescription("Read the payload JSON from this file"),
+  Options.optional
+)
+const broadcast = Options.text("broadcast").pipe(
+  Options.withDescription(
+    "Queue one task per target under one group: provider:model pairs separated by commas (claude:MODEL,codex:MODEL, at most 8). The payload is then the part they share ({prompt}, a CLI's work_dir); prints the group receipt"
+  ),
   Options.optional
 )
 
@@ -74,12 +82,23 @@ const payloadText = (inline: Option.Option<string>, file: Option.Option<string>)
     return yield* readBounded("--payload", NodeStream.stdin)
   })
 
-export const submit = Command.make("submit", { ...storeOptions, id, payload, payloadFile }, (args) =>
+const submitOptions = { ...storeOptions, id, payload, payloadFile, broadcast }
+
+export const submit = Command.make("submit", submitOptions, (args) =>
   Effect.gen(function* () {
     const clientRequestId = yield* decodeField("--id", ClientRequestId)(args.id)
+    // Checked before the payload is read: a bad target list is a usage error of its own.
+    const targets = Option.isSome(args.broadcast)
+      ? Option.some(yield* parseTargets(args.broadcast.value, "--broadcast"))
+      : Option.none()
     const field = Option.isSome(args.payloadFile) ? "--payload-file" : "--payload"
     const json = yield* parseJsonField(field, yield* payloadText(args.payload, args.payloadFile))
     const payloadObject = yield* decodeField(field, JsonObject)(json)
+    if (Option.isSome(targets)) {
+      const fields = { targets: "--broadcast", payload: field }
+      const request = { clientRequestId, targets: targets.value, payload: payloadObject }
+      return yield* printJson(yield* submitBroadcast(request, fields))
+    }
     yield* checkSubmittable(payloadObject, field)
     const store = yield* TaskStore
     const receipt = yield* store.submit({ clientRequestId, payload: payloadObject }).pipe(
@@ -94,7 +113,7 @@ export const submit = Command.make("submit", { ...storeOptions, id, payload, pay
   })
 ).pipe(
   Command.withDescription(
-    "Queue a task; prints its receipt. The same id and payload return the same receipt."
+    "Queue a task; prints its receipt. The same id and payload return the same receipt. With --broadcast, one task per target under one group."
   ),
   Command.provide((args) => storeLayer(args))
 )
