@@ -40,6 +40,24 @@ export type { MemoryStoreOptions } from "./store/memory/MemoryTaskStore.js"
 export { pgTaskStoreLayer } from "./store/postgres/layer.js"
 export type { PgStoreOptions } from "./store/postgres/target.js"
 
+// Broadcast: one prompt to several providers, one task each under one group.
+export { submitBroadcast } from "./broadcast/submit.js"
+export type { BroadcastError, BroadcastRequest } from "./broadcast/submit.js"
+export { readGroup, readGroupTrusted } from "./broadcast/read.js"
+export type { ReadGroupError, ReadGroupOptions } from "./broadcast/read.js"
+export {
+  GroupReceipt,
+  GroupState,
+  GroupUnsettled,
+  GroupView,
+  MemberReceipt,
+  MemberView,
+  NotAGroup,
+  parseTargets,
+  Target,
+  Targets
+} from "./domain/broadcast.js"
+
 export { runPass, PassReport, DefaultLeaseMillis } from "./worker/pass.js"
 export { AttemptOutcome, WorkerEvent, WorkerEventLine } from "./domain/workerEvent.js"
 export { reapOrphans, ReapReport, ReapedTask } from "./worker/reap.js"
@@ -56,7 +74,14 @@ export { McpTasks } from "./services/McpTasks.js"
 export type { InServerTask, TaskCreateError, TaskLookupError, WorkFailure } from "./services/McpTasks.js"
 export { mcpTasksLayer } from "./mcp/taskEngine.js"
 export { makeDurableTaskStore } from "./mcp/sdkTaskStore.js"
-export { formatHandle, InProcessProvider, McpTask, McpToolResult, parseHandle } from "./domain/mcpTask.js"
+export {
+  BroadcastProvider,
+  formatHandle,
+  InProcessProvider,
+  McpTask,
+  McpToolResult,
+  parseHandle
+} from "./domain/mcpTask.js"
 export type { TaskHandle } from "./domain/mcpTask.js"
 export { callTool, inProcessContext, toolMap } from "./mcp/pipeline.js"
 export type { CallContext, ToolResult } from "./mcp/pipeline.js"
