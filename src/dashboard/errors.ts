@@ -60,8 +60,10 @@ const Statuses: Readonly<Record<string, number>> = {
   ForbiddenHost: 403,
   ForbiddenOrigin: 403,
   UnknownTask: 404,
+  NotAGroup: 404,
   NotFound: 404,
   ConflictError: 409,
+  GroupUnsettled: 409,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415
 }

@@ -1,6 +1,7 @@
 /** The /api/* routes of the dashboard (docs/dashboard.md#api). Guards run before these. */
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import { checkSubmittable } from "../domain/mcpTask.js"
+import { readGroupTrusted } from "../broadcast/read.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Clock, Effect, Option, Schedule, Schema, Stream } from "effect"
@@ -73,6 +74,10 @@ const taskIdParam = Effect.flatMap(HttpRouter.params, (params) =>
   decodeField("task_id", TaskId)(params["id"])
 )
 
+const groupIdParam = Effect.flatMap(HttpRouter.params, (params) =>
+  decodeField("group_id", TaskId)(params["id"])
+)
+
 const SubmitBody = Schema.Struct({
   payload: JsonObject,
   request_id: Schema.optional(ClientRequestId)
@@ -106,6 +111,13 @@ export const apiRoutes = (options: RouteOptions) =>
     const oneTask = Effect.gen(function* () {
       const taskId = yield* taskIdParam
       return json({ task: yield* store.record(taskId) })
+    })
+
+    // The token holder may read any record, so a group needs no hash here; it is read at once,
+    // never waited on: the page follows its members through the event stream instead.
+    const oneGroup = Effect.gen(function* () {
+      const groupId = yield* groupIdParam
+      return json({ group: yield* readGroupTrusted(groupId) })
     })
 
     const submit = Effect.gen(function* () {
@@ -203,6 +215,7 @@ export const apiRoutes = (options: RouteOptions) =>
       HttpRouter.post("/api/tasks", submit),
       HttpRouter.get("/api/tasks/:id", oneTask),
       HttpRouter.post("/api/tasks/:id/cancel", cancel),
+      HttpRouter.get("/api/groups/:id", oneGroup),
       HttpRouter.get("/api/events", events),
       HttpRouter.get("/api/audit", auditEntries),
       HttpRouter.get("/api/doctor", doctor),

@@ -1,6 +1,6 @@
 /**
- * A dashboard served in this process on a free port of 127.0.0.1, over a memory store, for the
- * tests of test/dashboard/ that talk to it over a real HTTP connection. Every reply is checked
+ * A dashboard served in this process on a free port of 127.0.0.1, over a memory store (or a file
+ * store in its temp root), for the tests of test/dashboard/ that talk to it over a real HTTP connection. Every reply is checked
  * for the security headers (and for the absence of any Set-Cookie) by `call`.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -20,13 +20,19 @@ import { TaskStore } from "../../src/services/TaskStore.js"
 import type { RequestOptions } from "./http.js"
 import { assertSecurityHeaders, request } from "./http.js"
 import { memoryTaskStoreLayer } from "../../src/store/memory/layer.js"
+import { fileStoreAt } from "./stores.js"
 
 const Setup = Layer.mergeAll(memoryTaskStoreLayer(), auditLogMemoryLayer, NodeHttpClient.layer).pipe(
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
   Layer.provideMerge(Host.layerTest({}))
 )
 
-/** A dashboard on a fresh memory store, serving three page files from a temp directory. */
+export interface DashboardSetup {
+  /** `file`: a real file store under the dashboard's temp root, as `relaykeep dashboard` opens one. */
+  readonly store?: "memory" | "file"
+}
+
+/** A dashboard on a fresh store, serving three page files from a temp directory. */
 export const withDashboard = <A, E>(
   body: (dashboard: {
     readonly token: string
@@ -40,7 +46,8 @@ export const withDashboard = <A, E>(
     ) => Effect.Effect<Awaited<ReturnType<typeof request>>>
     readonly bearer: Readonly<Record<string, string>>
     readonly unchanged: <B, F>(effect: Effect.Effect<B, F>) => Effect.Effect<B, F>
-  }) => Effect.Effect<A, E, Scope.Scope>
+  }) => Effect.Effect<A, E, Scope.Scope>,
+  setup: DashboardSetup = {}
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -54,8 +61,12 @@ export const withDashboard = <A, E>(
       yield* fs.writeFileString(path.join(assetsDir, "app.css"), "body{}")
       yield* fs.writeFileString(path.join(assetsDir, "secret.txt"), "not served")
       const token = yield* freshToken(root)
-      const url = new URL(yield* serveDashboard({ token, root, store: { kind: "file", root }, assetsDir }))
-      const store = yield* TaskStore
+      const store = setup.store === "file" ? yield* fileStoreAt(root) : yield* TaskStore
+      const url = new URL(
+        yield* serveDashboard({ token, root, store: { kind: "file", root }, assetsDir }).pipe(
+          Effect.provideService(TaskStore, store)
+        )
+      )
       const audit = yield* AuditLog
       const port = Number(url.port)
       const call = (target: string, options?: RequestOptions) =>
