@@ -175,8 +175,12 @@ export const usageUnits = (usage: Usage, optional: ReadonlySet<string>): Readonl
         Option.match(usage.acceptedValues, { onNone: () => names, onSome: (v) => `${names} ${compact(v)}` })
       ]
     }
-    case "Optional":
-      return [`[${units(usage.usage)}]`]
+    case "Optional": {
+      // An option with both a default and a fallback is optional twice over; one pair of brackets.
+      let inner = usage.usage
+      while (inner._tag === "Optional") inner = inner.usage
+      return [`[${units(inner)}]`]
+    }
     case "Repeated": {
       const inner = usage.usage
       const mayBeLeftOut = inner._tag === "Named" && inner.names.some((name) => optional.has(name))

@@ -69,16 +69,27 @@ export const runCommand = <Name extends string, R, E, A>(
     Effect.gen(function* () {
       const args = argv.slice(2)
       if (args.some((arg) => HelpFlags.has(arg))) {
-        // The library's own parse decides whether this is a request for help, and whose.
-        const directive = yield* Effect.either(
-          CommandDescriptor.parse(command.descriptor, [app.name, ...args], config)
+        // The library's own parse decides whether this is a request for help, and whose. It
+        // only sees a help flag right after the command's name; one given after other options
+        // (`list --root DIR --help`) asks for the same help, so it is tried there too.
+        const words = args.slice(
+          0,
+          Math.max(
+            0,
+            args.findIndex((arg) => arg.startsWith("-"))
+          )
         )
-        if (
-          Either.isRight(directive) &&
-          directive.right._tag === "BuiltIn" &&
-          directive.right.option._tag === "ShowHelp"
-        )
-          return yield* showHelp(args, directive.right.option.usage, directive.right.option.helpDoc)
+        for (const tried of [args, [...words, "--help"]]) {
+          const directive = yield* Effect.either(
+            CommandDescriptor.parse(command.descriptor, [app.name, ...tried], config)
+          )
+          if (
+            Either.isRight(directive) &&
+            directive.right._tag === "BuiltIn" &&
+            directive.right.option._tag === "ShowHelp"
+          )
+            return yield* showHelp(args, directive.right.option.usage, directive.right.option.helpDoc)
+        }
       }
       // A command with subcommands but none given fails with HelpRequested; its help is shown
       // here, before the library would show its own.

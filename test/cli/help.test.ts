@@ -5,7 +5,7 @@
  */
 import { CliConfig, Command, CommandDescriptor, Options } from "@effect/cli"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Config, Effect } from "effect"
 import { renderHelp } from "../../src/cli/help.js"
 import { integerBetween } from "../../src/cli/options.js"
 
@@ -16,6 +16,11 @@ const sample = Command.make(
   {
     id: Options.text("id").pipe(Options.withDescription("Your request id")),
     note: Options.text("note").pipe(Options.withDescription("A note"), Options.optional),
+    home: Options.text("home").pipe(
+      Options.withFallbackConfig(Config.string("HOME")),
+      Options.withDescription("Home (default: $HOME)"),
+      Options.optional
+    ),
     strip: Options.text("strip-env").pipe(Options.withDescription("Remove a variable"), Options.repeated),
     format: Options.choice("format", ["text", "json"]).pipe(Options.withDefault("text")),
     limit: integerBetween("limit", 1, 9).pipe(Options.withDescription("At most this many"), Options.optional)
@@ -42,6 +47,8 @@ describe("renderHelp", () => {
     assert.include(usage, "[--strip-env text]...")
     assert.include(usage, "[--format text|json]")
     assert.include(usage, "[--limit integer]")
+    assert.match(usage, /\s\[--home text\]\s/)
+    assert.notInclude(usage, "[[")
     for (const line of text.split("\n")) assert.isAtMost(line.length, 60, line)
   })
 

@@ -39,6 +39,7 @@ const assertReadable = (result: RunResult, words: string) => {
   assert.notInclude(result.stdout, "This setting is optional")
   assert.notInclude(result.stdout, "$ ")
   const usage = usageOf(result.stdout)
+  assert.notInclude(usage, "[[", "one pair of brackets")
   assert.isTrue(usage.startsWith(`relaykeep ${words}`.trim()), `usage of ${words}: ${usage}`)
   // Each option listed without "(required)" is bracketed in the usage, and each required one is not.
   for (const line of section(result.stdout, "OPTIONS").filter((l) => /^ {2}--/.test(l))) {
@@ -65,6 +66,11 @@ describe("help of every command, through a pipe", { timeout: 180_000 }, () => {
 
   it("each command's --help reads well", async () => {
     for (const words of commands) assertReadable(await relaykeep([...words.split(" "), "--help"]), words)
+  })
+
+  it("a help flag after other options shows the same help", async () => {
+    assertReadable(await relaykeep(["list", "--root", "/nonexistent/relaykeep", "--help"]), "list")
+    assertReadable(await relaykeep(["audit", "list", "--limit", "3", "-h"]), "audit list")
   })
 
   it("a command run without its subcommand shows its help", async () => {
