@@ -12,9 +12,14 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Browser, BrowserContext, Page } from "playwright-core"
 import { chromium } from "playwright-core"
+import { Effect } from "effect"
+import { submitBroadcast } from "../../src/broadcast/submit.js"
+import { ClientRequestId } from "../../src/domain/ids.js"
+import { TaskStore } from "../../src/services/TaskStore.js"
 import { relaykeep, relaykeepBin } from "../support/cli.js"
 import { spawnEnv } from "../support/environment.js"
 import { useTempDirs } from "../support/files.js"
+import { hostFileStoreAt } from "../support/stores.js"
 import { waitFor } from "../support/waitFor.js"
 
 const executable = process.env["RELAYKEEP_TEST_CHROMIUM"] ?? ""
@@ -408,4 +413,69 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     assert.notInclude(bare.url(), "token")
     assert.isTrue(apiRequests.some((request) => request.path === "/api/events"))
   }, 120_000)
+
+  it("shows a broadcast's members side by side, live while a worker runs them, with links both ways", async () => {
+    // Submitted in-process through the real file store, as `relaykeep submit --broadcast` does.
+    const receipt = await Effect.runPromise(
+      Effect.scoped(
+        Effect.flatMap(hostFileStoreAt(root), (store) =>
+          submitBroadcast({
+            clientRequestId: ClientRequestId.make("browser-broadcast"),
+            targets: [
+              { provider: "fake-echo", model: "model-a" },
+              { provider: "fake-echo", model: "model-b" }
+            ],
+            payload: { prompt: "one prompt, two answers" }
+          }).pipe(Effect.provideService(TaskStore, store))
+        )
+      )
+    )
+    const page = await open()
+    // The table shows the group record as a broadcast, its provider a link to the group's page.
+    const row = page.locator("tr", {
+      has: page.getByRole("link", { name: "browser-broadcast", exact: true })
+    })
+    await row.waitFor({ timeout: Live })
+    await row.getByRole("link", { name: "broadcast", exact: true }).click()
+    await page.getByRole("heading", { name: "Group running" }).waitFor({ timeout: Live })
+    assert.strictEqual(new URL(page.url()).hash, `#/group/${receipt.group_id}`)
+    const card = (model: string) => page.getByRole("article", { name: `fake-echo · ${model}` })
+    const [a, b] = [card("model-a"), card("model-b")]
+    await a.locator(".badge", { hasText: "queued" }).waitFor({ timeout: Live })
+    await b.locator(".badge", { hasText: "queued" }).waitFor({ timeout: Live })
+
+    worker = start(["worker", "--watch", "--root", root, "--poll", "1s"])
+    await page.getByRole("heading", { name: "Group complete" }).waitFor({ timeout: Live })
+    for (const { member, model } of [
+      { member: a, model: "model-a" },
+      { member: b, model: "model-b" }
+    ]) {
+      await member.locator(".badge", { hasText: "complete" }).waitFor({ timeout: Live })
+      const result = (await member.locator("h3:text-is('Result') + pre").textContent()) ?? ""
+      assert.include(result, `"model": "${model}"`)
+      assert.include(result, '"prompt": "one prompt, two answers"')
+    }
+    assert.include(await page.locator(".facts").first().textContent(), "2 complete")
+    // Side by side: the two cards share a row, the first on the left.
+    const [boxA, boxB] = [await a.boundingBox(), await b.boundingBox()]
+    if (boxA === null || boxB === null) return assert.fail("the cards are not laid out")
+    assert.strictEqual(boxA.y, boxB.y)
+    assert.isBelow(boxA.x + boxA.width, boxB.x)
+    await shoot(page, "group")
+
+    // A member's link opens its task, which leads back to its group.
+    const [first] = receipt.members
+    await a.getByRole("link", { name: /^Task / }).click()
+    await page.getByRole("heading", { name: "Task complete" }).waitFor({ timeout: Live })
+    assert.strictEqual(new URL(page.url()).hash, `#/task/${first?.task_id ?? ""}`)
+    await page.getByRole("link", { name: "its group, side by side" }).click()
+    await page.getByRole("heading", { name: "Group complete" }).waitFor({ timeout: Live })
+    // The group's own record, and from it the way back.
+    await page.getByRole("link", { name: "The group's own record" }).click()
+    await page.getByRole("heading", { name: "Task complete" }).waitFor({ timeout: Live })
+    assert.strictEqual(new URL(page.url()).hash, `#/task/${receipt.group_id}`)
+    await page.getByRole("link", { name: "its members side by side" }).click()
+    await page.getByRole("heading", { name: "Group complete" }).waitFor({ timeout: Live })
+    assert.strictEqual(await page.title(), "Group · RelayKeep")
+  }, 180_000)
 })

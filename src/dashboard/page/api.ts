@@ -72,3 +72,5 @@ export const post = (path: string, body: unknown = {}): Promise<Outcome> =>
 export const describe = (outcome: Outcome): string => (outcome.ok ? "" : `${outcome.tag}: ${outcome.message}`)
 
 export const taskPath = (taskId: string): string => `/api/tasks/${encodeURIComponent(taskId)}`
+
+export const groupPath = (groupId: string): string => `/api/groups/${encodeURIComponent(groupId)}`

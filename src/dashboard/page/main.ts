@@ -1,6 +1,6 @@
 /**
  * The dashboard page: the token from the URL's fragment first (session.ts), then a hash router
- * over five views, or, when this tab holds no token, a message saying where to get one. Plain
+ * over six views, or, when this tab holds no token, a message saying where to get one. Plain
  * DOM code bundled by esbuild; see docs/dashboard.md for why there is no framework.
  */
 import { h, mount } from "./dom.js"
@@ -8,6 +8,7 @@ import { reconnectNow } from "./live.js"
 import { currentToken, takeTokenFromLocation } from "./session.js"
 import { auditView } from "./views/audit.js"
 import { detailView } from "./views/detail.js"
+import { groupView } from "./views/group.js"
 import { healthView } from "./views/health.js"
 import { submitView } from "./views/submit.js"
 import { tasksView } from "./views/tasks.js"
@@ -15,6 +16,7 @@ import type { Stop, View } from "./views/view.js"
 
 const routes: ReadonlyArray<readonly [RegExp, View, string]> = [
   [/^#\/task\/([0-9a-f]{64})$/, detailView, "Task"],
+  [/^#\/group\/([0-9a-f]{64})$/, groupView, "Group"],
   [/^#\/submit$/, submitView, "Submit"],
   [/^#\/audit$/, auditView, "Audit"],
   [/^#\/health$/, healthView, "Health"],

@@ -1,14 +1,18 @@
-/** One task: its payload, result, error and attempt timeline, with a guarded cancel button. */
+/**
+ * One task: its payload, result, error and attempt timeline, with a guarded cancel button; a
+ * broadcast's group record or member links to the group's page.
+ */
 import { describe, get, post, taskPath } from "../api.js"
 import { badge, button, h, mount, readable } from "../dom.js"
 import { duration, when, whenSet } from "../format.js"
 import { field, isRecord, list, number, text } from "../json.js"
 import { onTaskChange } from "../live.js"
+import { groupOfTask } from "../broadcast.js"
 import { problem } from "./view.js"
 import type { View } from "./view.js"
 
 /** A definition list of the fields that are present. */
-const facts = (entries: ReadonlyArray<readonly [string, string | number | null]>): HTMLDListElement =>
+export const facts = (entries: ReadonlyArray<readonly [string, string | number | null]>): HTMLDListElement =>
   h(
     "dl",
     { class: "facts" },
@@ -17,7 +21,7 @@ const facts = (entries: ReadonlyArray<readonly [string, string | number | null]>
     )
   )
 
-const errorBlock = (error: unknown): HTMLElement | null => {
+export const errorBlock = (error: unknown): HTMLElement | null => {
   if (!isRecord(error)) return null
   const stderr = text(error, "stderr_tail")
   const stdout = text(error, "stdout_error")
@@ -49,6 +53,26 @@ const receiptBlock = (receipt: unknown): HTMLElement | null => {
     ]),
     usage !== null && usage !== undefined && h("details", {}, h("summary", {}, "Usage"), readable(usage))
   )
+}
+
+/** The way from a group record, or from one of its members, to the group's page. */
+const groupLink = (task: unknown): HTMLElement | null => {
+  const group = groupOfTask(task)
+  if (group === null) return null
+  const href = `#/group/${group.groupId}`
+  return group._tag === "group"
+    ? h(
+        "p",
+        { class: "group-link" },
+        "A broadcast group's record: ",
+        h("a", { href }, "its members side by side")
+      )
+    : h(
+        "p",
+        { class: "group-link" },
+        "A member of a broadcast: ",
+        h("a", { href }, "its group, side by side")
+      )
 }
 
 const attemptItem = (attempt: unknown): HTMLLIElement => {
@@ -146,6 +170,7 @@ export const detailView: View = (root, taskId) => {
         ["Cancel requested", whenSet(text(task, "cancel_requested_at"))],
         ["Not before", whenSet(text(task, "not_before"))]
       ]),
+      groupLink(task),
       cancelControls(state),
       h("h2", {}, "Payload"),
       readable(field(task, "payload")),

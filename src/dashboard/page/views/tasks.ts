@@ -5,10 +5,11 @@ import { age, duration, shortId } from "../format.js"
 import { field, States, summaries, text, toSummary } from "../json.js"
 import type { TaskSummary } from "../json.js"
 import { debounce, onTaskChange } from "../live.js"
+import { GroupProvider } from "../broadcast.js"
 import { problem } from "./view.js"
 import type { View } from "./view.js"
 
-const Providers = ["claude", "codex", "ollama", "openai"]
+const Providers = ["claude", "codex", "ollama", "openai", GroupProvider]
 
 const row = (task: TaskSummary): HTMLTableRowElement =>
   h(
@@ -27,12 +28,18 @@ const row = (task: TaskSummary): HTMLTableRowElement =>
     h(
       "td",
       {},
-      task.provider ??
-        h(
-          "span",
-          { class: "muted", title: "The payload names no provider: the built-in fake-echo runs it" },
-          "fake-echo"
-        )
+      task.provider === GroupProvider
+        ? h(
+            "a",
+            { href: `#/group/${task.task_id}`, title: "A broadcast group: open its members side by side" },
+            GroupProvider
+          )
+        : (task.provider ??
+            h(
+              "span",
+              { class: "muted", title: "The payload names no provider: the built-in fake-echo runs it" },
+              "fake-echo"
+            ))
     ),
     h("td", { class: "age", title: task.created_at }, age(task.created_at)),
     h("td", { class: "duration narrow-hide" }, duration(task.started_at, task.finished_at)),
