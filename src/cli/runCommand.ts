@@ -3,13 +3,12 @@
  * command: asked for with `--help`/`-h`, or shown for a command run without its subcommand.
  * Bold only on a terminal, and never with NO_COLOR set (https://no-color.org).
  */
-import { CliConfig, Command, CommandDescriptor, ValidationError } from "@effect/cli"
-import type { HelpDoc } from "@effect/cli"
+import { CliConfig, Command, CommandDescriptor, HelpDoc, ValidationError } from "@effect/cli"
 import type { Usage } from "@effect/cli/Usage"
 import * as Terminal from "@effect/platform/Terminal"
-import { Cause, Console, Effect, Either, Option } from "effect"
+import { Cause, Console, Effect, Option } from "effect"
 import { nonEmptyEnv } from "../platform/env.js"
-import { renderHelp } from "./help.js"
+import { docText, readHelpDoc, renderHelp } from "./help.js"
 
 /** Built-in options are left out of each command's list; the root's help names them once. */
 const config = CliConfig.make({ showBuiltIns: false })
@@ -65,6 +64,47 @@ export const runCommand = <Name extends string, R, E, A>(
       yield* Console.log(renderHelp(page, { colour, width: Width }))
     })
 
+  /** The words before the first option: the command and subcommand named (`audit list`). */
+  const commandWords = (args: ReadonlyArray<string>) => {
+    const first = args.findIndex((arg) => arg.startsWith("-"))
+    return first < 0 ? args : args.slice(0, first)
+  }
+
+  /** The help the library's own parse finds in `args`, if they ask for help. */
+  const helpIn = (args: ReadonlyArray<string>) =>
+    Effect.map(
+      Effect.option(CommandDescriptor.parse(command.descriptor, [app.name, ...args], config)),
+      Option.flatMap((directive) =>
+        directive._tag === "BuiltIn" && directive.option._tag === "ShowHelp"
+          ? Option.some(directive.option)
+          : Option.none()
+      )
+    )
+
+  /**
+   * The library's error for a value that is not one of an option's choices does not say which
+   * option; the command's help does, and the command line gives the value that is not a choice.
+   */
+  const nameTheChoice = (args: ReadonlyArray<string>, error: ValidationError.ValidationError) =>
+    Effect.gen(function* () {
+      const text = docText(error.error)
+      const cases = /^Expected one of the following cases: (.*)$/.exec(text)?.[1]
+      if (cases === undefined) return error
+      const help = yield* helpIn([...commandWords(args), "--help"])
+      if (Option.isNone(help)) return error
+      const choices = cases.split(", ")
+      const flags = readHelpDoc(help.value.helpDoc)
+        .options.filter((entry) => entry.heading.endsWith(` ${choices.join("|")}`))
+        .flatMap((entry) => entry.names)
+      for (const [i, arg] of args.entries()) {
+        const [flag = "", inline] = arg.split("=", 2)
+        const value = inline ?? args[i + 1]
+        if (flags.includes(flag) && value !== undefined && !choices.includes(value))
+          return ValidationError.invalidValue(HelpDoc.p(`${flag}: ${text}`))
+      }
+      return error
+    })
+
   return (argv: ReadonlyArray<string>) =>
     Effect.gen(function* () {
       const args = argv.slice(2)
@@ -72,24 +112,9 @@ export const runCommand = <Name extends string, R, E, A>(
         // The library's own parse decides whether this is a request for help, and whose. It
         // only sees a help flag right after the command's name; one given after other options
         // (`list --root DIR --help`) asks for the same help, so it is tried there too.
-        const words = args.slice(
-          0,
-          Math.max(
-            0,
-            args.findIndex((arg) => arg.startsWith("-"))
-          )
-        )
-        for (const tried of [args, [...words, "--help"]]) {
-          const directive = yield* Effect.either(
-            CommandDescriptor.parse(command.descriptor, [app.name, ...tried], config)
-          )
-          if (
-            Either.isRight(directive) &&
-            directive.right._tag === "BuiltIn" &&
-            directive.right.option._tag === "ShowHelp"
-          )
-            return yield* showHelp(args, directive.right.option.usage, directive.right.option.helpDoc)
-        }
+        const asGiven = yield* helpIn(args)
+        const found = Option.isSome(asGiven) ? asGiven : yield* helpIn([...commandWords(args), "--help"])
+        if (Option.isSome(found)) return yield* showHelp(args, found.value.usage, found.value.helpDoc)
       }
       // A command with subcommands but none given fails with HelpRequested; its help is shown
       // here, before the library would show its own.
@@ -111,6 +136,13 @@ export const runCommand = <Name extends string, R, E, A>(
           return Effect.failCause(cause)
         })
       )
-      return yield* Command.run(withHelp, app)(argv)
+      return yield* Command.run(
+        withHelp,
+        app
+      )(argv).pipe(
+        Effect.catchIf(ValidationError.isValidationError, (error) =>
+          Effect.flatMap(nameTheChoice(args, error), Effect.fail)
+        )
+      )
     })
 }

@@ -7,7 +7,7 @@
 import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as path from "node:path"
-import { relaykeep, relaykeepBin, run } from "../support/cli.js"
+import { failureOutput, relaykeep, relaykeepBin, run } from "../support/cli.js"
 import type { RunResult } from "../support/cli.js"
 import { spawnEnv } from "../support/environment.js"
 
@@ -90,6 +90,23 @@ describe("help of every command, through a pipe", { timeout: 180_000 }, () => {
     assertReadable(await run(bin("relaykeep-worker"), ["--help"]), "worker")
     assertReadable(await run(bin("relaykeep-tasks"), ["--help"]), "tasks")
     assertReadable(await run(bin("relaykeep-memory"), ["--help"]), "memory serve")
+  })
+})
+
+describe("a bad value the library refuses names the flag", { timeout: 60_000 }, () => {
+  const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+    [
+      ["worker", "--log-format", "xml"],
+      "--log-format: Expected one of the following cases: auto, text, json"
+    ],
+    [["list", "--state=bogus"], "--state: Expected one of the following cases: queued,"],
+    [["list", "--limit", "abc"], "--limit: 'abc' is not a integer"]
+  ]
+  it("a choice or a number", async () => {
+    for (const [args, expected] of cases) {
+      const result = await relaykeep([...args, "--root", "/nonexistent/relaykeep"])
+      assert.include(failureOutput(result, 2, "UsageError"), expected)
+    }
   })
 })
 
