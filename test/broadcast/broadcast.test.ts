@@ -1,5 +1,5 @@
 /**
- * Broadcasts over real stores (memory and file): idempotent group receipts, conflicts that change
+ * Broadcasts over real stores (memory and file, and PostgreSQL when RELAYKEEP_TEST_PG_URL is set): idempotent group receipts, conflicts that change
  * nothing, a submitter stopped between its steps, reads by the group's receipt, and a wait woken
  * by a member's change.
  */
@@ -13,6 +13,7 @@ import { groupPayload, memberRequestId } from "../../src/domain/broadcast.js"
 import { ClientRequestId, PayloadSha256, TaskId } from "../../src/domain/ids.js"
 import { TaskStore } from "../../src/services/TaskStore.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
+import { pgAvailable, pgStore } from "../support/pg.js"
 import { fileStore, memoryStore } from "../support/stores.js"
 
 const request = (overrides: Partial<BroadcastRequest> = {}): BroadcastRequest => ({
@@ -41,7 +42,9 @@ const finish = (store: TaskStoreShape, taskId: TaskId, result: unknown) =>
 
 const stores: ReadonlyArray<readonly [string, () => Effect.Effect<TaskStoreShape, unknown, Scope.Scope>]> = [
   ["memory", () => memoryStore()],
-  ["file", () => fileStore()]
+  ["file", () => fileStore()],
+  // With RELAYKEEP_TEST_PG_URL set: the same rules on PostgreSQL.
+  ...(pgAvailable ? [["postgres", () => pgStore()] as const] : [])
 ]
 
 for (const [name, makeStore] of stores) {
