@@ -1,13 +1,17 @@
 /** `relaykeep gc` through the built binary, on a real root. */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { InvalidRecordReport, Receipt } from "../../src/domain/Task.js"
 import { PassReport } from "../../src/worker/pass.js"
-import { CheckOutput, jsonOutput, ListOutput, relaykeep } from "../support/cli.js"
+import { WorkerEventLine } from "../../src/domain/workerEvent.js"
+import { CheckOutput, jsonOutput, ListOutput, relaykeep, relaykeepBin } from "../support/cli.js"
+import { spawnEnv } from "../support/environment.js"
 import { useTempDirs } from "../support/files.js"
 import { hostFileStoreAt } from "../support/stores.js"
+import { waitFor } from "../support/waitFor.js"
 
 const tempDir = useTempDirs()
 
@@ -152,5 +156,33 @@ describe("relaykeep gc", { timeout: 120_000 }, () => {
       assert.strictEqual(result.stdout, "")
     }
     assert.strictEqual((await read(root, first)).state, "complete")
+  })
+
+  it("a watching worker with --retention collects at its start and reports it as an event", async () => {
+    const root = tempDir()
+    const { first, second, cancelled } = await populate(root)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const child = spawn(
+      process.execPath,
+      [relaykeepBin, "worker", "--root", root, "--watch", "--retention", "10ms", "--log-format", "json"],
+      { env: spawnEnv(), stdio: ["ignore", "pipe", "pipe"] }
+    )
+    const stderr: Array<string> = []
+    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString("utf8")))
+    const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+    const events = () =>
+      stderr
+        .join("")
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => Schema.decodeUnknownSync(Schema.parseJson(WorkerEventLine))(line))
+    const collected = await waitFor("a collected event", () =>
+      events().find((event) => event.event === "collected" && event.removed > 0)
+    )
+    child.kill("SIGINT")
+    assert.strictEqual(await exited, 0)
+    assert.isTrue(collected.event === "collected" && collected.removed === 3 && collected.damaged === 0)
+    for (const receipt of [first, second, cancelled])
+      assert.strictEqual((await read(root, receipt)).state, "UnknownTask")
   })
 })
