@@ -187,9 +187,42 @@ export const usageUnits = (usage: Usage, optional: ReadonlySet<string>): Readonl
       return [mayBeLeftOut ? `[${units(inner)}]...` : `${units(inner)}...`]
     }
     case "Alternation":
-      return [`${units(usage.left)} | ${units(usage.right)}`]
+      return [`(${units(usage.left)} | ${units(usage.right)})`]
     case "Concat":
       return [...usageUnits(usage.left, optional), ...usageUnits(usage.right, optional)]
+  }
+}
+
+/** The names in a usage, in order. */
+const namesIn = (usage: Usage): ReadonlyArray<string> => {
+  switch (usage._tag) {
+    case "Named":
+      return usage.names
+    case "Optional":
+    case "Repeated":
+      return namesIn(usage.usage)
+    case "Alternation":
+    case "Concat":
+      return [...namesIn(usage.left), ...namesIn(usage.right)]
+    default:
+      return []
+  }
+}
+
+/** For each option that is one of alternatives (`Options.orElse`), all of them. */
+const alternativesIn = (usage: Usage): ReadonlyMap<string, ReadonlyArray<string>> => {
+  switch (usage._tag) {
+    case "Alternation": {
+      const names = namesIn(usage)
+      return new Map(names.map((name) => [name, names]))
+    }
+    case "Optional":
+    case "Repeated":
+      return alternativesIn(usage.usage)
+    case "Concat":
+      return new Map([...alternativesIn(usage.left), ...alternativesIn(usage.right)])
+    default:
+      return new Map()
   }
 }
 
@@ -241,9 +274,16 @@ export const renderHelp = (page: HelpPage, style: HelpStyle): string => {
 
   if (sections.options.length > 0) {
     out.push("", bold("OPTIONS"))
+    const alternatives = alternativesIn(page.usage)
     for (const entry of sections.options) {
+      // One of alternatives is required only when the others are not given.
+      const either = entry.names.flatMap((name) => alternatives.get(name) ?? [])
       const notes = [
-        ...(entry.optional ? [] : ["required"]),
+        ...(entry.optional
+          ? []
+          : either.length > 0
+            ? [`required, or ${either.filter((n) => !entry.names.includes(n)).join(", ")}`]
+            : ["required"]),
         ...(entry.repeatable ? ["repeatable"] : []),
         ...Option.match(entry.fallback, { onNone: () => [], onSome: (v) => [`default: ${v}`] })
       ]

@@ -16,6 +16,7 @@ const sample = Command.make(
   {
     id: Options.text("id").pipe(Options.withDescription("Your request id")),
     note: Options.text("note").pipe(Options.withDescription("A note"), Options.optional),
+    which: Options.orElse(Options.text("task-id"), Options.text("group")),
     home: Options.text("home").pipe(
       Options.withFallbackConfig(Config.string("HOME")),
       Options.withDescription("Home (default: $HOME)"),
@@ -49,6 +50,7 @@ describe("renderHelp", () => {
     assert.include(usage, "[--limit integer]")
     assert.match(usage, /\s\[--home text\]\s/)
     assert.notInclude(usage, "[[")
+    assert.include(usage, "(--task-id text | --group text)")
     for (const line of text.split("\n")) assert.isAtMost(line.length, 60, line)
   })
 
@@ -64,6 +66,7 @@ describe("renderHelp", () => {
     assert.include(text, "  --id text  (required)\n      Your request id")
     assert.include(text, "  --strip-env text  (repeatable)\n      Remove a variable")
     assert.include(text, "  --note text\n      A note")
+    assert.include(text, "  --task-id text  (required, or --group)")
   })
 
   it("has escape codes only when colour is asked for", () => {

@@ -45,7 +45,7 @@ const assertReadable = (result: RunResult, words: string) => {
   for (const line of section(result.stdout, "OPTIONS").filter((l) => /^ {2}--/.test(l))) {
     const flag = line.trim().split(/\s+/)[0] ?? ""
     if (line.includes("(required"))
-      assert.match(usage, new RegExp(`(^| )${flag}( |$)`), `${flag} is required in ${usage}`)
+      assert.match(usage, new RegExp(`(^|[ (])${flag}( |$)`), `${flag} is required in ${usage}`)
     else assert.match(usage, new RegExp(`\\[${flag}( [^\\]]*)?\\]`), `${flag} is optional in ${usage}`)
   }
 }
