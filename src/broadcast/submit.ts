@@ -20,6 +20,7 @@ import {
 import type { ConflictError, StorageError, UnknownTask } from "../domain/errors.js"
 import type { InvalidRecord } from "../domain/errors.js"
 import { InvalidInput } from "../domain/errors.js"
+import { checkRequestId } from "../domain/mcpTask.js"
 import type { ClientRequestId, TaskId } from "../domain/ids.js"
 import type { JsonObject, Receipt, RetryPolicy } from "../domain/Task.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -116,6 +117,7 @@ export const submitBroadcast = (
 ): Effect.Effect<GroupReceipt, BroadcastError, TaskStore> =>
   Effect.gen(function* () {
     const store = yield* TaskStore
+    yield* checkRequestId(request.clientRequestId)
     const targets = yield* decodeTargets(request.targets, fields.targets)
     const members = yield* memberPayloads(targets, request.payload, fields)
     // The group record is at least as large as any member (it holds the shared part and every

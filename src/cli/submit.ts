@@ -1,6 +1,6 @@
 import { Command, Options } from "@effect/cli"
 import * as FileSystem from "@effect/platform/FileSystem"
-import { checkSubmittable } from "../domain/mcpTask.js"
+import { checkRequestId, checkSubmittable } from "../domain/mcpTask.js"
 import { parseTargets } from "../domain/broadcast.js"
 import { submitBroadcast } from "../broadcast/submit.js"
 import * as NodeStream from "@effect/platform-node/NodeStream"
@@ -87,6 +87,7 @@ const submitOptions = { ...storeOptions, id, payload, payloadFile, broadcast }
 export const submit = Command.make("submit", submitOptions, (args) =>
   Effect.gen(function* () {
     const clientRequestId = yield* decodeField("--id", ClientRequestId)(args.id)
+    yield* checkRequestId(clientRequestId, "--id")
     // Checked before the payload is read: a bad target list is a usage error of its own.
     const targets = Option.isSome(args.broadcast)
       ? Option.some(yield* parseTargets(args.broadcast.value, "--broadcast"))

@@ -1,6 +1,6 @@
 /** The /api/* routes of the dashboard (docs/dashboard.md#api). Guards run before these. */
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { checkSubmittable } from "../domain/mcpTask.js"
+import { checkRequestId, checkSubmittable } from "../domain/mcpTask.js"
 import { readGroupTrusted } from "../broadcast/read.js"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -127,6 +127,7 @@ export const apiRoutes = (options: RouteOptions) =>
         body.request_id ??
         ClientRequestId.make(`dashboard-${Buffer.from(yield* host.randomBytes(12)).toString("hex")}`)
       const started = yield* Clock.currentTimeMillis
+      yield* checkRequestId(clientRequestId, "request_id")
       yield* checkSubmittable(body.payload)
       const receipt = yield* store.submit({ clientRequestId, payload: body.payload })
       const task = toSummary(yield* store.record(receipt.task_id))

@@ -11,7 +11,7 @@ import { Integer, JsonObject, Text } from "./fields.js"
 import type { TaskId } from "./ids.js"
 import { ClientRequestId, LoneSurrogate, Printable, TaskId as TaskIdSchema } from "./ids.js"
 import { describeParseError } from "./input.js"
-import { BroadcastProvider, checkSubmittable } from "./mcpTask.js"
+import { BroadcastProvider, checkSubmittable, MemberRequestPrefix } from "./mcpTask.js"
 import { ProviderPayload } from "./provider.js"
 import type { TaskState, TaskView } from "./Task.js"
 import { Receipt, TaskView as TaskViewSchema } from "./Task.js"
@@ -173,7 +173,13 @@ export const memberPayloads = (
  * group always queues the same members, so submitting it again is idempotent member by member.
  */
 export const memberRequestId = (groupId: TaskId, index: number): ClientRequestId =>
-  ClientRequestId.make(`broadcast:${groupId}:${index + 1}`)
+  ClientRequestId.make(`${MemberRequestPrefix}${groupId}:${index + 1}`)
+
+const MemberRequestIdPattern = new RegExp(`^${MemberRequestPrefix}([0-9a-f]{64}):[1-9][0-9]*$`)
+
+/** The group task id a member's request id names; undefined for a request id of no member. */
+export const groupOfMember = (clientRequestId: string): string | undefined =>
+  MemberRequestIdPattern.exec(clientRequestId)?.[1]
 
 /** The group record's payload: the targets and the shared part, under the reserved provider. */
 export const GroupPayload = Schema.Struct({

@@ -45,6 +45,27 @@ export const checkSubmittable = (
     : Either.left(new InvalidInput({ field, reason: `provider: ${provider} is reserved for ${reservedFor}` }))
 }
 
+/**
+ * The start of a broadcast member's request id (`broadcast:<group task id>:<n>`,
+ * domain/broadcast.ts). Only a broadcast makes such ids: a client that could take one first would
+ * make the broadcast that derives it fail with ConflictError.
+ */
+export const MemberRequestPrefix = "broadcast:"
+
+/** A request id a client may choose: any but a broadcast member's. */
+export const checkRequestId = (
+  clientRequestId: string,
+  field = "client_request_id"
+): Either.Either<void, InvalidInput> =>
+  clientRequestId.startsWith(MemberRequestPrefix)
+    ? Either.left(
+        new InvalidInput({
+          field,
+          reason: `must not start with ${MemberRequestPrefix}, which is reserved for the members of a broadcast`
+        })
+      )
+    : Either.void
+
 /** The payload of such a task: which server and tool, and the call's arguments, redacted. */
 export const InProcessPayload = Schema.Struct({
   provider: Schema.Literal(InProcessProvider),

@@ -4,6 +4,7 @@
  * records, and the contract suite can hold them to it.
  */
 import { Either } from "effect"
+import { groupOfMember } from "./broadcast.js"
 import { InvalidInput } from "./errors.js"
 import type { RecordHead, TaskState } from "./Task.js"
 import { timeMillis } from "./time.js"
@@ -70,6 +71,10 @@ const newestFinishedFirst = (a: RecordHead, b: RecordHead): number =>
  * Of `heads` (any states, any order), the finished ones a collection at `now` removes: finished
  * before the cutoff, not among the newest `keepLast` finished, and past their ttl's floor.
  * Queued and running tasks are never chosen, whatever their age.
+ *
+ * A broadcast member stays while its settled (finished) group record does: a group is read
+ * through every member, so a group that can still be read finds them all. The group record, settled when it was submitted,
+ * usually goes first; each member then stays readable with its own receipt until it goes too.
  */
 export const chooseCollectable = <H extends RecordHead>(
   heads: ReadonlyArray<H>,
@@ -79,9 +84,15 @@ export const chooseCollectable = <H extends RecordHead>(
   const finished = heads
     .filter((head): head is H & { readonly state: FinishedState } => isFinishedState(head.state))
     .sort(newestFinishedFirst)
-  return finished
+  const chosen = finished
     .slice(request.keepLast ?? 0)
     .filter((head) => finishedMillis(head) < request.finishedBefore && ttlFloor(head) <= now)
+  const going = new Set<string>(chosen.map((head) => head.task_id))
+  const present = new Set<string>(finished.map((head) => head.task_id))
+  return chosen.filter((head) => {
+    const group = groupOfMember(head.client_request_id)
+    return group === undefined || !present.has(group) || going.has(group)
+  })
 }
 
 /** Whether a record is still the one a collection chose: finished, and finished at the same time. */

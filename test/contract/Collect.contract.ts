@@ -229,6 +229,38 @@ export const collectContract = (
       )
     )
 
+    it.scoped("a broadcast member stays while its settled group record stays; without one it goes", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          // A member whose request id names no record, and one of a group record that settles
+          // after its member finished (a fast provider, a slow submitter).
+          const orphan = yield* finished(store, `broadcast:${"a".repeat(64)}:1`, "complete")
+          const group = yield* store.submit({ clientRequestId: id("group"), payload: { group: true } })
+          const member = yield* finished(store, `broadcast:${group.task_id}:1`, "complete")
+          yield* TestClock.adjust(Duration.minutes(10))
+          const claimed = yield* store.claim(group.task_id, worker)
+          if (Option.isNone(claimed)) return yield* Effect.dieMessage("group: not claimed")
+          yield* store.complete(group.task_id, claimed.value.lease, { members: [] })
+          yield* TestClock.adjust(Duration.minutes(10))
+
+          // The cutoff falls between the member's end and the group's: the orphan goes, the
+          // group's member stays with its group.
+          const first = yield* store.collect({ finishedBefore: 5 * Minute })
+          assert.deepStrictEqual(
+            first.removed.map((task) => task.task_id),
+            [orphan.task_id]
+          )
+          assert.strictEqual((yield* store.read(member.task_id, member.payload_sha256)).state, "complete")
+          // Once the group is chosen too, its member goes with it.
+          const second = yield* store.collect({ finishedBefore: 15 * Minute })
+          assert.deepStrictEqual(
+            second.removed.map((task) => task.task_id).sort(),
+            [group.task_id, member.task_id].sort()
+          )
+        })
+      )
+    )
+
     it.scoped("bad input is refused naming the field, and removes nothing", () =>
       withStore((store) =>
         Effect.gen(function* () {

@@ -190,6 +190,12 @@ describe("dashboard API: refusals repeat nothing they were sent", () => {
               "/api/tasks",
               postJson(bearer, jsonBody({ payload: { provider: "mcp-tool", note: secret } })),
               "payload"
+            ],
+            // So is a broadcast member's request id: only its broadcast makes it.
+            [
+              "/api/tasks",
+              postJson(bearer, jsonBody({ payload: {}, request_id: `broadcast:${"c".repeat(64)}:1` })),
+              "request_id"
             ]
           ]
           for (const [target, options, field] of cases) {

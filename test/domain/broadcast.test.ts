@@ -3,12 +3,14 @@ import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
 import {
   countsOf,
+  groupOfMember,
   groupStateOf,
   memberPayloads,
   memberRequestId,
   parseTargets
 } from "../../src/domain/broadcast.js"
 import { MaxKeyChars, TaskId } from "../../src/domain/ids.js"
+import { checkRequestId } from "../../src/domain/mcpTask.js"
 
 const fields = { targets: "--broadcast", payload: "--payload" }
 
@@ -122,5 +124,27 @@ describe("group state", () => {
       failed: 1,
       cancelled: 0
     })
+  })
+})
+
+describe("member request ids", () => {
+  it("only a member's id names its group, and no client may choose one", () => {
+    const group = TaskId.make("b".repeat(64))
+    assert.strictEqual(groupOfMember(memberRequestId(group, 0)), group)
+    assert.strictEqual(groupOfMember(memberRequestId(group, 7)), group)
+    for (const other of [
+      "broadcast:",
+      `broadcast:${group}`,
+      `broadcast:${group}:0`,
+      `broadcast:${group}:1x`,
+      "opinions"
+    ])
+      assert.isUndefined(groupOfMember(other), other)
+    assert.strictEqual(
+      refusal(checkRequestId(memberRequestId(group, 0))),
+      "client_request_id: must not start with broadcast:, which is reserved for the members of a broadcast"
+    )
+    assert.strictEqual(refusal(checkRequestId("broadcast:anything", "--id")).slice(0, 5), "--id:")
+    assert.strictEqual(refusal(checkRequestId("opinions")), "accepted")
   })
 })

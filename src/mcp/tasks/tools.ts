@@ -15,7 +15,7 @@ import {
   TaskSummary,
   TaskView
 } from "../../domain/Task.js"
-import { checkSubmittable } from "../../domain/mcpTask.js"
+import { checkRequestId, checkSubmittable } from "../../domain/mcpTask.js"
 import { GroupReceipt, GroupView, MaxTargets, Targets } from "../../domain/broadcast.js"
 import { readGroup } from "../../broadcast/read.js"
 import { submitBroadcast } from "../../broadcast/submit.js"
@@ -80,7 +80,7 @@ export const submitTool = defineTool({
   queuedTask: true,
   handler: (input, context) =>
     Effect.zipRight(
-      checkSubmittable(input.payload),
+      Effect.zipRight(checkRequestId(input.client_request_id), checkSubmittable(input.payload)),
       Effect.flatMap(TaskStore, (store) =>
         store.submit({
           clientRequestId: input.client_request_id,

@@ -137,6 +137,23 @@ describe("broadcast over MCP", { timeout: 120_000 }, () => {
       }),
       "provider: broadcast is reserved"
     )
+    // Nor take a member's request id before its broadcast does: through MCP or the CLI.
+    const memberId = `broadcast:${receipt.group_id}:3`
+    assert.strictEqual(
+      await callError(session, "InvalidArguments", "submit", {
+        client_request_id: memberId,
+        payload: { prompt: "squat" }
+      }),
+      "client_request_id: must not start with broadcast:, which is reserved for the members of a broadcast"
+    )
+    assert.include(
+      cliFailure(
+        await relaykeep(["submit", "--root", root, "--id", memberId, "--payload", '{"prompt":"squat"}']),
+        2,
+        "InvalidInput"
+      ),
+      "--id: must not start with broadcast:"
+    )
     const listed = cliJson(
       TaskView,
       await relaykeep(["read", "--root", root, "--task-id", first.task_id, "--sha", first.payload_sha256])
