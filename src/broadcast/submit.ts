@@ -133,7 +133,17 @@ export const submitBroadcast = (
       )
     const head = yield* store.peek(group.task_id)
     if (head.state === "complete") return receiptOf(group, yield* groupMembersOf(group.task_id, head.result))
-    const receipts = yield* submitMembers(store, group.task_id, members)
+    // A group record cancelled or failed can never be settled: no member is queued for it.
+    if (head.state === "cancelled" || head.state === "failed")
+      return yield* new GroupUnsettled({ groupId: group.task_id, state: head.state })
+    const receipts = yield* submitMembers(store, group.task_id, members).pipe(
+      // A member's id held by another payload (a member left from a group collected since, or
+      // taken before ids were reserved): this group can never be settled, so its record is
+      // cancelled rather than left queued for nobody, and the conflict is answered.
+      Effect.tapErrorTag("ConflictError", () =>
+        Effect.ignore(store.cancel(group.task_id, group.payload_sha256))
+      )
+    )
     return receiptOf(group, yield* settle(store, group.task_id, receipts))
   }).pipe(Effect.withSpan("Broadcast.submit"))
 

@@ -209,6 +209,13 @@ export const GroupResult = Schema.Struct({ members: Schema.Array(MemberReceipt) 
 export type GroupResult = typeof GroupResult.Type
 const decodeGroupResult = Schema.decodeUnknownEither(GroupResult)
 
+/** The member task ids a record's result lists, when it is a settled group's; none otherwise. */
+export const membersListedBy = (record: { readonly result?: unknown }): ReadonlyArray<string> =>
+  Either.match(decodeGroupResult(record.result), {
+    onLeft: () => [],
+    onRight: (decoded) => decoded.members.map((member) => member.task_id)
+  })
+
 /** The members a settled group record's result names; a result that does not decode is damage. */
 export const groupMembersOf = (
   groupId: TaskId,

@@ -4,7 +4,7 @@
  * records, and the contract suite can hold them to it.
  */
 import { Either } from "effect"
-import { groupOfMember } from "./broadcast.js"
+import { groupOfMember, membersListedBy } from "./broadcast.js"
 import { InvalidInput } from "./errors.js"
 import type { RecordHead, TaskState } from "./Task.js"
 import { timeMillis } from "./time.js"
@@ -72,9 +72,13 @@ const newestFinishedFirst = (a: RecordHead, b: RecordHead): number =>
  * before the cutoff, not among the newest `keepLast` finished, and past their ttl's floor.
  * Queued and running tasks are never chosen, whatever their age.
  *
- * A broadcast member stays while its settled (finished) group record does: a group is read
- * through every member, so a group that can still be read finds them all. The group record, settled when it was submitted,
- * usually goes first; each member then stays readable with its own receipt until it goes too.
+ * A broadcast goes as one: its group record and its members (`broadcast:<group>:<n>`) are
+ * removed together or not at all, so a group that still reads finds every member, and a member
+ * never outlives its group to conflict with the next broadcast under the same request id. Every
+ * record of a group `heads` holds counts, whatever its state: a store that passes only finished
+ * heads adds the heads of the groups and members they name (`namedByGroups`). Group records come
+ * first in the answer, each before its members; a store removes in that order and passes over a
+ * member whose group it could not remove (`waitsForGroup`).
  */
 export const chooseCollectable = <H extends RecordHead>(
   heads: ReadonlyArray<H>,
@@ -84,15 +88,61 @@ export const chooseCollectable = <H extends RecordHead>(
   const finished = heads
     .filter((head): head is H & { readonly state: FinishedState } => isFinishedState(head.state))
     .sort(newestFinishedFirst)
-  const chosen = finished
+  const eligible = finished
     .slice(request.keepLast ?? 0)
     .filter((head) => finishedMillis(head) < request.finishedBefore && ttlFloor(head) <= now)
-  const going = new Set<string>(chosen.map((head) => head.task_id))
-  const present = new Set<string>(finished.map((head) => head.task_id))
-  return chosen.filter((head) => {
+  const chosen = new Set<string>(eligible.map((head) => head.task_id))
+  // Each group, with every record of it present: its record (when present) and its members.
+  const groups = new Map<string, Array<string>>()
+  for (const head of heads) {
     const group = groupOfMember(head.client_request_id)
-    return group === undefined || !present.has(group) || going.has(group)
+    if (group === undefined) continue
+    const records = groups.get(group) ?? [group]
+    records.push(head.task_id)
+    groups.set(group, records)
+  }
+  const present = new Set<string>(heads.map((head) => head.task_id))
+  const wholeGroupGoes = (group: string): boolean =>
+    (groups.get(group) ?? [group]).every((taskId) => !present.has(taskId) || chosen.has(taskId))
+  const going = eligible.filter((head) => {
+    const group =
+      groupOfMember(head.client_request_id) ?? (groups.has(head.task_id) ? head.task_id : undefined)
+    return group === undefined || wholeGroupGoes(group)
   })
+  // Group records (and tasks of no group) first, each member after: a stable split.
+  return [
+    ...going.filter((head) => groupOfMember(head.client_request_id) === undefined),
+    ...going.filter((head) => groupOfMember(head.client_request_id) !== undefined)
+  ]
+}
+
+/**
+ * The task ids `heads` name beyond themselves: the groups their members belong to, and the
+ * members their group records list. A store that reads only finished heads adds these, whatever
+ * their state, so that a broadcast's live part keeps the rest of it.
+ */
+export const namedByGroups = (heads: ReadonlyArray<RecordHead>): ReadonlyArray<string> => {
+  const seen = new Set<string>(heads.map((head) => head.task_id))
+  const named = new Set<string>()
+  for (const head of heads) {
+    const group = groupOfMember(head.client_request_id)
+    if (group !== undefined) named.add(group)
+    for (const member of membersListedBy(head)) named.add(member)
+  }
+  return [...named].filter((taskId) => !seen.has(taskId))
+}
+
+/**
+ * Whether a chosen member must stay because its group record, chosen too, was not removed (a
+ * lock held, a write since the scan): removing it would leave a group that reads no more.
+ */
+export const waitsForGroup = (
+  head: RecordHead,
+  chosen: ReadonlySet<string>,
+  removed: ReadonlySet<string>
+): boolean => {
+  const group = groupOfMember(head.client_request_id)
+  return group !== undefined && chosen.has(group) && !removed.has(group)
 }
 
 /** Whether a record is still the one a collection chose: finished, and finished at the same time. */

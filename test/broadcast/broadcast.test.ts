@@ -182,6 +182,42 @@ for (const [name, makeStore] of stores) {
     )
 
     it.scopedLive(
+      "a cancelled group is not settled again, and queues no member; a member id held by another payload cancels the group",
+      () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const { clientRequestId, targets, payload } = request()
+            // A stopped submitter's group record, cancelled by its user.
+            const group = yield* store.submit({ clientRequestId, payload: groupPayload(targets, payload) })
+            yield* store.cancel(group.task_id, group.payload_sha256)
+            const before = yield* everything(store)
+            const refused = yield* Effect.flip(submitBroadcast(request()))
+            assert.strictEqual(refused._tag, "GroupUnsettled")
+            assert.include(refused.message, "new client_request_id")
+            assert.deepStrictEqual(yield* everything(store), before, "no member was queued")
+
+            // Another group whose second member's id already holds another payload.
+            const other = request({ clientRequestId: ClientRequestId.make("taken") })
+            const otherGroup = yield* store.submit({
+              clientRequestId: other.clientRequestId,
+              payload: groupPayload(other.targets, other.payload)
+            })
+            yield* store.submit({
+              clientRequestId: memberRequestId(otherGroup.task_id, 1),
+              payload: { other: true }
+            })
+            const conflict = yield* Effect.flip(submitBroadcast(other))
+            assert.strictEqual(conflict._tag, "ConflictError")
+            assert.strictEqual(
+              (yield* store.record(otherGroup.task_id)).state,
+              "cancelled",
+              "not left queued"
+            )
+          })
+        )
+    )
+
+    it.scopedLive(
       "a submitter that died holding the group record: once reaped, the same broadcast settles it",
       () =>
         withStore((store) =>

@@ -229,33 +229,40 @@ export const collectContract = (
       )
     )
 
-    it.scoped("a broadcast member stays while its settled group record stays; without one it goes", () =>
+    it.scoped("a broadcast goes whole: its group record and members together, never while one is live", () =>
       withStore((store) =>
         Effect.gen(function* () {
-          // A member whose request id names no record, and one of a group record that settles
-          // after its member finished (a fast provider, a slow submitter).
+          // A member whose group record is gone, and a group whose record settles after one
+          // member finished while the other is still queued.
           const orphan = yield* finished(store, `broadcast:${"a".repeat(64)}:1`, "complete")
           const group = yield* store.submit({ clientRequestId: id("group"), payload: { group: true } })
-          const member = yield* finished(store, `broadcast:${group.task_id}:1`, "complete")
+          const done = yield* finished(store, `broadcast:${group.task_id}:1`, "complete")
+          const live = yield* store.submit({
+            clientRequestId: id(`broadcast:${group.task_id}:2`),
+            payload: {}
+          })
           yield* TestClock.adjust(Duration.minutes(10))
           const claimed = yield* store.claim(group.task_id, worker)
           if (Option.isNone(claimed)) return yield* Effect.dieMessage("group: not claimed")
-          yield* store.complete(group.task_id, claimed.value.lease, { members: [] })
+          const receiptOf = (member: Receipt) => ({ provider: "fake-echo", model: "m", ...member })
+          yield* store.complete(group.task_id, claimed.value.lease, { members: [done, live].map(receiptOf) })
           yield* TestClock.adjust(Duration.minutes(10))
 
-          // The cutoff falls between the member's end and the group's: the orphan goes, the
-          // group's member stays with its group.
-          const first = yield* store.collect({ finishedBefore: 5 * Minute })
+          // Past the group's end, but one member is queued: the group stays whole; the orphan goes.
+          const first = yield* store.collect({ finishedBefore: 15 * Minute })
           assert.deepStrictEqual(
             first.removed.map((task) => task.task_id),
             [orphan.task_id]
           )
-          assert.strictEqual((yield* store.read(member.task_id, member.payload_sha256)).state, "complete")
-          // Once the group is chosen too, its member goes with it.
-          const second = yield* store.collect({ finishedBefore: 15 * Minute })
+          assert.strictEqual((yield* store.read(done.task_id, done.payload_sha256)).state, "complete")
+          assert.strictEqual((yield* store.read(group.task_id, group.payload_sha256)).state, "complete")
+          // Once every part has finished before the cutoff, all of it goes at once.
+          yield* store.cancel(live.task_id, live.payload_sha256)
+          yield* TestClock.adjust(Duration.minutes(10))
+          const second = yield* store.collect({ finishedBefore: 25 * Minute })
           assert.deepStrictEqual(
             second.removed.map((task) => task.task_id).sort(),
-            [group.task_id, member.task_id].sort()
+            [group.task_id, done.task_id, live.task_id].sort()
           )
         })
       )

@@ -36,14 +36,18 @@ const populate = (store: TaskStoreShape) =>
     return { finished, live: [queued, running] }
   })
 
-/** What the next process sees: the index agrees with the records, nothing is damaged. */
+/**
+ * What the next process sees: the index agrees with the records, nothing is damaged. The list
+ * and the counts are read first, from the index as the crash left it: `check` rebuilds it.
+ */
 const consistent = (store: TaskStoreShape) =>
   Effect.gen(function* () {
+    const listed = yield* store.list({ limit: 500 })
+    const counts = yield* store.counts
     const check = yield* store.check
     assert.deepStrictEqual(check.invalid_records, [])
-    const listed = yield* store.list({ limit: 500 })
     assert.strictEqual(listed.tasks.length, check.records)
-    assert.deepStrictEqual(yield* store.counts, check.states)
+    assert.deepStrictEqual(counts, check.states)
     return new Map(listed.tasks.map((task) => [task.task_id, task.state]))
   })
 

@@ -14,7 +14,7 @@ import { StorageError, UnknownTask } from "../../domain/errors.js"
 import type { TaskId } from "../../domain/ids.js"
 import { isTaskId } from "../../domain/ids.js"
 import type { CollectedTask } from "../../domain/retention.js"
-import { collectedOf, stillCollectable } from "../../domain/retention.js"
+import { collectedOf, stillCollectable, waitsForGroup } from "../../domain/retention.js"
 import type { InvalidRecordReport, TaskRecord } from "../../domain/Task.js"
 import { submissionOrder } from "../../domain/Task.js"
 import * as Transitions from "../../domain/transitions.js"
@@ -639,9 +639,14 @@ export const makeFileTaskStore = (options: FileStoreOptions) =>
               const invalid = [...scan.invalid]
               const removed: Array<CollectedTask> = []
               const gone: Array<TaskRecord> = []
-              for (const record of choose(scan.records)) {
+              const chosen = choose(scan.records)
+              const chosenIds = new Set<string>(chosen.map((record) => record.task_id))
+              const goneIds = new Set<string>()
+              for (const record of chosen) {
+                if (waitsForGroup(record, chosenIds, goneIds)) continue
                 if (!(yield* removeIfUnchanged(record, scan.revisions.get(record.task_id) ?? 0, invalid)))
                   continue
+                goneIds.add(record.task_id)
                 removed.push(collectedOf(record))
                 gone.push(record)
               }

@@ -25,7 +25,7 @@ import { isTaskState, toSummary } from "../../domain/Task.js"
 import { providerOfPayload } from "../../domain/provider.js"
 import * as Transitions from "../../domain/transitions.js"
 import type { CollectedTask } from "../../domain/retention.js"
-import { collectedOf, stillCollectable } from "../../domain/retention.js"
+import { collectedOf, namedByGroups, stillCollectable, waitsForGroup } from "../../domain/retention.js"
 import { Host } from "../../services/Host.js"
 import type { ClaimedTask, TaskStoreShape } from "../../services/TaskStore.js"
 import {
@@ -389,9 +389,27 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
         (row, key) => decodeHeadRow(target, row, key),
         () => undefined
       )
-      const invalid = [...read.invalid]
+      // The live part of a broadcast keeps the rest of it: the groups and members the finished
+      // rows name are read too, whatever their state (retention.ts, chooseCollectable).
+      const named = namedByGroups(read.records)
+      const others =
+        named.length === 0
+          ? { records: [], invalid: [] }
+          : yield* sortDecoded(
+              yield* retrying(
+                "collect from",
+                sql<HeadRow>`
+                  SELECT ${sql.literal(HeadColumns)} FROM ${sql(tasks)}
+                  WHERE queue = ${target.queue} AND task_id IN ${sql.in(named)}`
+              ),
+              (row, key) => decodeHeadRow(target, row, key),
+              () => undefined
+            )
+      const invalid = [...read.invalid, ...others.invalid]
       const revisions = new Map(rows.map((row) => [row.task_id, row.revision]))
-      const chosen = choose(read.records)
+      const chosen = choose([...read.records, ...others.records])
+      const chosenIds = new Set<string>(chosen.map((head) => head.task_id))
+      const goneIds = new Set<string>()
       const removed: Array<CollectedTask> = []
       for (let start = 0; start < chosen.length; start += CollectBatch) {
         const batch = new Map<string, (typeof chosen)[number]>(
@@ -408,15 +426,21 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
                   ${sql.literal(dryRun ? "" : "FOR UPDATE")}`
               const going: Array<CollectedTask> = []
               const damaged: Array<InvalidRecordReport> = []
-              for (const row of whole) {
-                const head = batch.get(row.task_id)
+              const rowsById = new Map(whole.map((row) => [row.task_id, row]))
+              const goingIds = new Set<string>(goneIds)
+              // In the chosen order, each group record before its members.
+              for (const [taskId, head] of batch) {
+                const row = rowsById.get(taskId)
+                if (row === undefined || waitsForGroup(head, chosenIds, goingIds)) continue
                 const record = decodeRow(target, row, secret)
                 if (Either.isLeft(record)) {
                   damaged.push({ file: record.left.file, reason: record.left.reason })
                   continue
                 }
-                if (head === undefined || row.revision !== revisions.get(row.task_id)) continue
-                if (stillCollectable(head, record.right)) going.push(collectedOf(head))
+                if (row.revision !== revisions.get(row.task_id)) continue
+                if (!stillCollectable(head, record.right)) continue
+                going.push(collectedOf(head))
+                goingIds.add(taskId)
               }
               if (!dryRun && going.length > 0)
                 yield* sql`DELETE FROM ${sql(tasks)}
@@ -426,6 +450,7 @@ export const makePgTaskStore = (settings: PgStoreSettings) =>
           )
         )
         removed.push(...outcome.going)
+        for (const task of outcome.going) goneIds.add(task.task_id)
         invalid.push(...outcome.damaged)
       }
       return { removed, invalid }
