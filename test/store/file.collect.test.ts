@@ -5,7 +5,8 @@
  * new task instead of failing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
+import * as fs from "node:fs"
+import { Clock, Deferred, Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { ClientRequestId } from "../../src/domain/ids.js"
 import type { Receipt } from "../../src/domain/Task.js"
 import type { TaskStoreShape } from "../../src/services/TaskStore.js"
@@ -52,50 +53,60 @@ const consistent = (store: TaskStoreShape) =>
   })
 
 describe("file store collection", () => {
-  it.scoped("a process killed at any step of a collection leaves a root the next process reads right", () =>
-    Effect.gen(function* () {
-      // First a clean run, to learn how many changes to the disk a collection makes.
-      const countRoot = yield* tempDir
-      const counting = yield* faultyFileStoreAt(countRoot, { pid: 1001 })
-      yield* populate(counting.store)
-      yield* TestClock.adjust(Duration.minutes(10))
-      yield* counting.plan.arm(None)
-      const clean = yield* counting.store.collect({ finishedBefore: 5 * 60_000 })
-      assert.strictEqual(clean.removed.length, 3)
-      const mutations = (yield* counting.plan.counts).mutations
-      assert.isAbove(mutations, 3)
-
-      for (let n = 0; n <= mutations; n++) {
-        const root = yield* tempDir
-        const { store, plan } = yield* faultyFileStoreAt(root, { pid: 1001 })
-        const { finished, live } = yield* populate(store)
+  it.scoped(
+    "a process killed at any step of a collection leaves a root the next process reads right",
+    () =>
+      Effect.gen(function* () {
+        // One root made once, at one time, then copied for each crash: every copy holds the
+        // same records, three of them finished before the cutoff.
+        const template = yield* tempDir
+        const { finished, live } = yield* populate(yield* fileStoreAt(template, { pid: 1001 }))
         yield* TestClock.adjust(Duration.minutes(10))
-        yield* plan.arm({ _tag: "CrashAfter", mutations: n })
-        yield* Effect.either(store.collect({ finishedBefore: 5 * 60_000 }))
+        const cutoff = (yield* Clock.currentTimeMillis) - 5 * 60_000
+        const copy = Effect.map(tempDir, (root) => {
+          fs.cpSync(template, root, { recursive: true })
+          return root
+        })
 
-        // The next process on this machine (the crashed one's pid is gone).
-        const next = yield* fileStoreAt(root, { pid: 2002 })
-        const states = yield* consistent(next)
-        for (const receipt of live)
-          assert.isTrue(states.has(receipt.task_id), `live task kept (crash after ${n})`)
-        for (const { receipt } of finished) {
-          const read = yield* Effect.either(next.read(receipt.task_id, receipt.payload_sha256))
-          if (read._tag === "Right") assert.strictEqual(states.get(receipt.task_id), read.right.state)
-          else assert.strictEqual(read.left._tag, "UnknownTask")
+        // First a clean run, to learn how many changes to the disk a collection makes.
+        const counting = yield* faultyFileStoreAt(yield* copy, { pid: 1001 })
+        yield* counting.plan.arm(None)
+        const clean = yield* counting.store.collect({ finishedBefore: cutoff })
+        assert.strictEqual(clean.removed.length, 3)
+        const mutations = (yield* counting.plan.counts).mutations
+        assert.isAbove(mutations, 3)
+
+        for (let n = 0; n <= mutations; n++) {
+          const root = yield* copy
+          const { store, plan } = yield* faultyFileStoreAt(root, { pid: 1001 })
+          yield* plan.arm({ _tag: "CrashAfter", mutations: n })
+          yield* Effect.either(store.collect({ finishedBefore: cutoff }))
+
+          // The next process on this machine (the crashed one's pid is gone).
+          const next = yield* fileStoreAt(root, { pid: 2002 })
+          const states = yield* consistent(next)
+          for (const receipt of live)
+            assert.isTrue(states.has(receipt.task_id), `live task kept (crash after ${n})`)
+          const gone = finished.filter(({ receipt }) => !states.has(receipt.task_id))
+          // Past its last change the collection is whole: every finished task is gone.
+          if (n === mutations) assert.lengthOf(gone, 3, "a collection that ended removed all three")
+          for (const { receipt } of finished) {
+            const read = yield* Effect.either(next.read(receipt.task_id, receipt.payload_sha256))
+            if (read._tag === "Right") assert.strictEqual(states.get(receipt.task_id), read.right.state)
+            else assert.strictEqual(read.left._tag, "UnknownTask")
+          }
+          // Every removed request id makes a new task, which the index lists as queued.
+          yield* TestClock.adjust(Duration.seconds(1))
+          for (const { name, receipt } of gone) {
+            const again = yield* next.submit({ clientRequestId: id(name), payload: { name } })
+            assert.strictEqual(again.task_id, receipt.task_id)
+            assert.notStrictEqual(again.created_at, receipt.created_at)
+          }
+          const after = yield* consistent(next)
+          for (const { receipt } of gone) assert.strictEqual(after.get(receipt.task_id), "queued")
         }
-        // Every removed request id makes a new task, which the index lists as queued.
-        yield* TestClock.adjust(Duration.seconds(1))
-        for (const { name, receipt } of finished) {
-          if (states.has(receipt.task_id)) continue
-          const again = yield* next.submit({ clientRequestId: id(name), payload: { name } })
-          assert.strictEqual(again.task_id, receipt.task_id)
-          assert.notStrictEqual(again.created_at, receipt.created_at)
-        }
-        const after = yield* consistent(next)
-        for (const { receipt } of finished)
-          if (!states.has(receipt.task_id)) assert.strictEqual(after.get(receipt.task_id), "queued")
-      }
-    })
+      }),
+    120_000
   )
 
   it.live("a resubmit that meets the record while a collection removes it makes a new task", () =>
