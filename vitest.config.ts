@@ -7,7 +7,10 @@ const jsonReport = process.env["RELAYKEEP_VITEST_JSON"]
 // Most files spend their time waiting on child processes, fsync and timers, not on the CPU, so
 // they run a few more at once than there are cores (vitest's default is one less than the cores:
 // a single file at a time on a 2-core machine). RELAYKEEP_TEST_WORKERS overrides it.
-const workers = Number(process.env["RELAYKEEP_TEST_WORKERS"] ?? Math.max(2, availableParallelism() + 1))
+const asked = process.env["RELAYKEEP_TEST_WORKERS"]
+const workers = asked === undefined || asked === "" ? Math.max(2, availableParallelism() + 1) : Number(asked)
+if (!Number.isSafeInteger(workers) || workers < 1)
+  throw new Error(`RELAYKEEP_TEST_WORKERS must be a whole number from 1, not ${JSON.stringify(asked)}`)
 
 // The long suites that kill, pause and race real processes run apart: `npm run test:chaos`.
 const chaos = ["test/chaos/**/*.test.ts"]

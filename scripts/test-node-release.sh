@@ -13,7 +13,7 @@ bin="${1:?usage: $0 NODE_BIN_FOLDER}"
 export PATH="$bin:$PATH"
 echo "Node.js $(node --version): demo, then the end-to-end MCP and worker suites"
 
-node dist/bin/relaykeep.js demo || {
+timeout 300 node dist/bin/relaykeep.js demo || {
   echo "the demo failed on Node.js $(node --version)"
   exit 1
 }

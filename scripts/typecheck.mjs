@@ -11,6 +11,7 @@
 //
 // Usage: node scripts/typecheck.mjs [tsconfig.json] [--no-effect]
 import { createRequire } from "node:module"
+import path from "node:path"
 import { performance } from "node:perf_hooks"
 import process from "node:process"
 import ts from "typescript"
@@ -39,35 +40,69 @@ if (config === undefined || configErrors.length > 0 || config.errors.length > 0)
   process.exit(2)
 }
 
+const pluginConfig = (config.options.plugins ?? []).find(
+  (plugin) => plugin.name === "@effect/language-service"
+)
+const runEffect = withEffect && pluginConfig !== undefined
+
+// The transformer answers "no findings" when its engine fails, so a probe with one known finding
+// (a floating Effect) rides along in the program, where it is looked for and then left out: a
+// run that does not find it fails instead of passing in silence.
+const probePath = path.resolve(path.dirname(configPath), "src", "__effect-diagnostics-probe__.ts")
+const probeSource =
+  'import { Effect } from "effect"\nexport const probe = () => {\n  Effect.log("floating")\n}\n'
+const isProbe = (diagnostic) =>
+  diagnostic.file !== undefined && path.resolve(diagnostic.file.fileName) === probePath
+const compilerHost = ts.createCompilerHost(config.options)
+const readSource = compilerHost.getSourceFile.bind(compilerHost)
+compilerHost.getSourceFile = (fileName, languageVersion, ...rest) =>
+  path.resolve(fileName) === probePath
+    ? ts.createSourceFile(fileName, probeSource, languageVersion, true)
+    : readSource(fileName, languageVersion, ...rest)
+const fileExists = compilerHost.fileExists.bind(compilerHost)
+compilerHost.fileExists = (fileName) => path.resolve(fileName) === probePath || fileExists(fileName)
+
 const started = performance.now()
 const program = ts.createProgram({
-  rootNames: config.fileNames,
+  rootNames: runEffect ? [...config.fileNames, probePath] : config.fileNames,
   options: config.options,
-  projectReferences: config.projectReferences
+  projectReferences: config.projectReferences,
+  host: compilerHost
 })
-const typeErrors = ts.getPreEmitDiagnostics(program)
+const typeErrors = ts.getPreEmitDiagnostics(program).filter((diagnostic) => !isProbe(diagnostic))
 report(typeErrors)
 
 const effectFindings = []
 const ownFiles = program
   .getSourceFiles()
-  .filter((file) => !file.isDeclarationFile && !program.isSourceFileFromExternalLibrary(file))
-const pluginConfig = (config.options.plugins ?? []).find(
-  (plugin) => plugin.name === "@effect/language-service"
-)
-if (withEffect && pluginConfig !== undefined) {
+  .filter(
+    (file) =>
+      !file.isDeclarationFile &&
+      !program.isSourceFileFromExternalLibrary(file) &&
+      path.resolve(file.fileName) !== probePath
+  )
+let probeFindings = 0
+if (runEffect) {
   const transform = require("@effect/language-service/transform.js").default
   const visit = transform(program, pluginConfig, {
     ts,
-    addDiagnostic: (diagnostic) => effectFindings.push(diagnostic)
+    addDiagnostic: (diagnostic) => {
+      if (isProbe(diagnostic)) probeFindings += 1
+      else effectFindings.push(diagnostic)
+    }
   })(undefined)
-  for (const file of ownFiles) visit(file)
+  for (const file of [...ownFiles, program.getSourceFile(probePath)]) if (file !== undefined) visit(file)
   report(effectFindings)
+  if (probeFindings === 0) {
+    process.stderr.write(
+      `${configPath}: the Effect diagnostics found nothing in a probe with a floating Effect: their engine did not run\n`
+    )
+    process.exit(1)
+  }
 }
 
 const seconds = ((performance.now() - started) / 1000).toFixed(1)
-const effectPart =
-  withEffect && pluginConfig !== undefined ? `, ${effectFindings.length} Effect findings` : ""
+const effectPart = runEffect ? `, ${effectFindings.length} Effect findings` : ""
 process.stderr.write(
   `${configPath}: ${ownFiles.length} files, ${typeErrors.length} type errors${effectPart} (${seconds} s)\n`
 )
