@@ -1,6 +1,7 @@
 import { Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
-import { sinceMillisAt } from "../domain/duration.js"
+import { BareNumberReason, isBareNumber, sinceMillisAt } from "../domain/duration.js"
+import { InvalidInput } from "../domain/errors.js"
 import type { CollectedTask } from "../domain/retention.js"
 import { isoTime } from "../domain/time.js"
 import type { CollectReport } from "../services/TaskStore.js"
@@ -44,6 +45,8 @@ export const describeCollection = (report: CollectReport, cutoff: string): Reado
 export const gc = Command.make("gc", { ...storeOptions, finishedBefore, keepLast, dryRun, json }, (args) =>
   Effect.gen(function* () {
     // Checked before the store is opened: a bad flag touches nothing.
+    if (isBareNumber(args.finishedBefore))
+      return yield* new InvalidInput({ field: "--finished-before", reason: BareNumberReason })
     const cutoff = yield* sinceMillisAt(
       args.finishedBefore,
       yield* Clock.currentTimeMillis,

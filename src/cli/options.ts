@@ -201,11 +201,11 @@ export const storeLayer = (args: StoreArgs) =>
   )
 
 /** Text as milliseconds (`90s`, `5m`, `2h`, or seconds), or a message naming `flag`. */
-export const DurationMillis = (flag: string) =>
+export const DurationMillis = (flag: string, parse = parseDuration) =>
   Schema.transformOrFail(Schema.String, Schema.Number, {
     strict: true,
     decode: (text, _, ast) =>
-      Either.match(parseDuration(text), {
+      Either.match(parse(text), {
         onLeft: () => ParseResult.fail(new ParseResult.Type(ast, text)),
         onRight: ParseResult.succeed
       }),
@@ -214,7 +214,7 @@ export const DurationMillis = (flag: string) =>
     // The message alone, without the formatter's tree of schemas: `--lease: must be longer than zero`.
     Schema.annotations({
       message: (issue) =>
-        `${flag}: ${Either.match(parseDuration(String(issue.actual)), {
+        `${flag}: ${Either.match(parse(String(issue.actual)), {
           onLeft: (reason) => reason,
           onRight: () => "is not a duration"
         })}`

@@ -1,6 +1,7 @@
 import { Command, Options } from "@effect/cli"
 import { Effect, Layer, Option, Schema } from "effect"
 import { InvalidInput } from "../domain/errors.js"
+import { parseDurationWithUnit } from "../domain/duration.js"
 import { MaxWorkerIdLength } from "../domain/worker.js"
 import type { RetryPolicy } from "../domain/Task.js"
 import { DefaultRetryPolicy } from "../domain/Task.js"
@@ -80,7 +81,7 @@ const poll = duration("poll", `${DefaultPollMillis / 1000}s`).pipe(
   Options.withDescription("With --watch: look at the queue at least this often (default 5s)")
 )
 const retention = Options.text("retention").pipe(
-  Options.withSchema(DurationMillis("--retention")),
+  Options.withSchema(DurationMillis("--retention", parseDurationWithUnit)),
   Options.withDescription(
     "With --watch: remove tasks that finished longer ago than this (e.g. 30d), at the start and then hourly, more often when it is short (default: retention in the root's config.json, else keep every task)"
   ),

@@ -15,6 +15,20 @@ export const parseDuration = (text: string): Either.Either<number, string> => {
   return millis > 0 ? Either.right(millis) : Either.left("must be longer than zero")
 }
 
+const BareNumber = /^\s*\d+(?:\.\d+)?\s*$/
+export const BareNumberReason = "must name its unit (e.g. 30d or 12h): a bare number would mean seconds"
+
+/**
+ * A duration that must name its unit (`30d`, not `30`): for what removes tasks (`gc
+ * --finished-before`, a worker's `--retention`), where a bare number, read as seconds, would
+ * remove nearly everything.
+ */
+export const parseDurationWithUnit = (text: string): Either.Either<number, string> =>
+  BareNumber.test(text) ? Either.left(BareNumberReason) : parseDuration(text)
+
+/** Whether a duration or date names no unit: a bare number. */
+export const isBareNumber = (text: string): boolean => BareNumber.test(text)
+
 /**
  * A point in time as `--since` and the dashboard's `since` take it: an ISO date or date-time
  * (`2026-11-30`, `2026-11-30T08:00:00Z`), or a duration meaning that long before `nowMillis`

@@ -7,7 +7,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Effect, Either, Option, Schema } from "effect"
-import { parseDuration } from "../domain/duration.js"
+import { parseDuration, parseDurationWithUnit } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
 import { nonEmptyEnv } from "../platform/env.js"
@@ -240,7 +240,7 @@ export const resolveRetention = (flag: Option.Option<number>, root: string) =>
     const file = yield* readConfigFile(root)
     if (file.retention === undefined) return undefined
     return yield* Either.mapLeft(
-      parseDuration(file.retention),
+      parseDurationWithUnit(file.retention),
       (reason) => new InvalidInput({ field: `${ConfigFileName}: retention`, reason })
     )
   })

@@ -4,10 +4,12 @@
  * is housekeeping, like the worker registry: one that fails is reported and the worker goes on
  * running tasks, and tries again at the next.
  */
-import { Clock, Effect, Schedule } from "effect"
+import { Cause, Clock, Effect, Schedule } from "effect"
 import { isoTime } from "../domain/time.js"
 import { TaskStore } from "../services/TaskStore.js"
 import { WorkerOutput } from "../services/WorkerOutput.js"
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /** At most an hour between collections. */
 export const MaxCollectIntervalMillis = 3_600_000
@@ -33,7 +35,12 @@ export const collectOnce = Effect.fn("Worker.collect")(function* (retentionMilli
         damaged: report.invalid.length
       })
     ),
-    Effect.catchAll((error) => output.event({ event: "collect_failed", message: error.message }))
+    // A defect too is reported, not left to end the timer in silence; an interruption stops it.
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.failCause(cause)
+        : output.event({ event: "collect_failed", message: messageOf(Cause.squash(cause)) })
+    )
   )
 })
 

@@ -1,7 +1,7 @@
 /** `since` as the CLI's `audit list --since` and the dashboard's audit route read it. */
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import { sinceMillisAt } from "../../src/domain/duration.js"
+import { parseDurationWithUnit, sinceMillisAt } from "../../src/domain/duration.js"
 
 const now = Date.parse("2026-12-02T12:00:00.000Z")
 
@@ -30,5 +30,18 @@ describe("sinceMillisAt", () => {
       assert.strictEqual(refused.left.field, "--since")
       assert.strictEqual(refused.left.reason, "not a date, time or duration")
     }
+  })
+})
+
+describe("parseDurationWithUnit", () => {
+  it("takes a duration that names its unit, and refuses a bare number, which would be seconds", () => {
+    assert.deepStrictEqual(parseDurationWithUnit("30d"), Either.right(30 * 86_400_000))
+    assert.deepStrictEqual(parseDurationWithUnit("90s"), Either.right(90_000))
+    for (const bare of ["30", " 7 ", "1.5"])
+      assert.deepStrictEqual(
+        parseDurationWithUnit(bare),
+        Either.left("must name its unit (e.g. 30d or 12h): a bare number would mean seconds")
+      )
+    assert.isTrue(Either.isLeft(parseDurationWithUnit("soon")))
   })
 })

@@ -147,6 +147,8 @@ describe("relaykeep gc", { timeout: 120_000 }, () => {
     const { first } = await populate(root)
     for (const [args, flag] of [
       [["--finished-before", "soon"], "--finished-before"],
+      // A bare number would be seconds: everything that finished a moment ago.
+      [["--finished-before", "30"], "--finished-before: must name its unit"],
       [["--finished-before", "1ms", "--keep-last", "-1"], "--keep-last"],
       [[], "--finished-before"]
     ] as const) {

@@ -75,7 +75,7 @@ describe("worker retention", () => {
     })
   )
 
-  it.scoped("a collection that fails is reported, and the next one still runs", () =>
+  it.scoped("a collection that fails or dies is reported, and the next one still runs", () =>
     Effect.gen(function* () {
       const store = yield* memoryStore()
       const { output, events } = yield* capture
@@ -88,17 +88,22 @@ describe("worker retention", () => {
             (n) =>
               n === 0
                 ? Effect.fail(new StorageError({ operation: "remove", path: "tasks", reason: "disk gone" }))
-                : store.collect(request)
+                : n === 1
+                  ? Effect.dieMessage("a defect in the store")
+                  : store.collect(request)
           )
       }
       const layer = Layer.merge(Layer.succeed(TaskStore, failingOnce), Layer.succeed(WorkerOutput, output))
       const fiber = yield* Effect.fork(Effect.provide(collectOnTimer(2_000), layer))
-      yield* TestClock.adjust(Duration.seconds(1))
+      yield* TestClock.adjust(Duration.seconds(2))
       yield* Fiber.interrupt(fiber)
+      // A typed failure, then a defect: both reported, and the timer goes on.
       assert.deepStrictEqual(
         (yield* events).map((line) => line.event),
-        ["collect_failed", "collected"]
+        ["collect_failed", "collect_failed", "collected"]
       )
+      const defect = (yield* events)[1]
+      assert.isTrue(defect?.event === "collect_failed" && defect.message.includes("a defect in the store"))
       const failed = (yield* events)[0]
       assert.isTrue(failed?.event === "collect_failed" && failed.message.includes("disk gone"))
     })
