@@ -106,7 +106,7 @@ describe("file store collection", () => {
           for (const { receipt } of gone) assert.strictEqual(after.get(receipt.task_id), "queued")
         }
       }),
-    120_000
+    240_000
   )
 
   it.live("a resubmit that meets the record while a collection removes it makes a new task", () =>
