@@ -109,8 +109,18 @@ export const jsonLogs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect
     )
   )
 
+/**
+ * How `--log-format` writes: `auto` redraws a status line (an escape code) only on a terminal
+ * and without NO_COLOR (https://no-color.org: any non-empty value); plain lines otherwise.
+ */
+export const outputFormat = (
+  format: "auto" | "json" | "text",
+  isTerminal: boolean,
+  noColor: string | undefined
+): LogFormat => (format !== "auto" ? format : isTerminal && (noColor ?? "") === "" ? "tty" : "text")
+
 /** stderr, as JSON when asked, with the status line when stderr is a terminal. */
 export const workerOutputStderrLayer = (format: "auto" | "json" | "text"): Layer.Layer<WorkerOutput> =>
-  workerOutputLayer(format === "auto" ? (process.stderr.isTTY ? "tty" : "text") : format, (text) =>
+  workerOutputLayer(outputFormat(format, process.stderr.isTTY === true, process.env["NO_COLOR"]), (text) =>
     Effect.sync(() => void process.stderr.write(text))
   )

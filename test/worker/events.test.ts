@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref } from "effect"
 import { ProviderFailed, ProviderTimeout } from "../../src/domain/errors.js"
 import type { WorkerStatus } from "../../src/worker/events.js"
-import { describeEvent, describeStatus, makeWorkerOutput } from "../../src/worker/events.js"
+import { describeEvent, describeStatus, makeWorkerOutput, outputFormat } from "../../src/worker/events.js"
 import {
   ClearLine,
   taskT,
@@ -175,4 +175,15 @@ describe("the watching worker's output", () => {
       assert.match(last, /^\S+ stopped \(SIGTERM\): 1 finished, 0 failed, 0 released\n$/)
     })
   )
+})
+
+describe("outputFormat", () => {
+  it("redraws a status line only on a terminal without NO_COLOR; an explicit format is kept", () => {
+    assert.strictEqual(outputFormat("auto", true, undefined), "tty")
+    assert.strictEqual(outputFormat("auto", true, ""), "tty")
+    assert.strictEqual(outputFormat("auto", true, "1"), "text")
+    assert.strictEqual(outputFormat("auto", false, undefined), "text")
+    assert.strictEqual(outputFormat("json", true, undefined), "json")
+    assert.strictEqual(outputFormat("text", true, undefined), "text")
+  })
 })
