@@ -50,6 +50,16 @@ const States = ["queued", "running", "complete", "failed", "cancelled"]
 /** Providers whose member payloads a broadcast judges (or refuses) before anything is stored. */
 const Judged = ["claude", "codex", "ollama", "openai", "mcp-tool", "broadcast"]
 
+/** Anything a payload may not be: not a JSON object. */
+const notAnObject = fc.oneof(
+  fc.string(),
+  huge,
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.anything())
+)
+
 export const tools: Readonly<
   Record<"tasks" | "memory", Readonly<Record<string, Readonly<Record<string, Field>>>>>
 > = {
@@ -59,14 +69,7 @@ export const tools: Readonly<
       payload: {
         required: true,
         valid: fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }),
-        invalid: fc.oneof(
-          fc.string(),
-          huge,
-          fc.double(),
-          fc.boolean(),
-          fc.constant(null),
-          fc.array(fc.anything())
-        )
+        invalid: notAnObject
       }
     },
     read: {
@@ -140,14 +143,7 @@ export const tools: Readonly<
           fc.jsonValue({ maxDepth: 2 }),
           { maxKeys: 4 }
         ),
-        invalid: fc.oneof(
-          fc.string(),
-          huge,
-          fc.double(),
-          fc.boolean(),
-          fc.constant(null),
-          fc.array(fc.anything())
-        )
+        invalid: notAnObject
       }
     },
     read_group: {
