@@ -41,6 +41,9 @@ const toolsOf = async (command: string, args: ReadonlyArray<string>): Promise<Re
   }
 }
 
+/** The tools relaykeep-tasks lists, in order. */
+const TasksTools = ["submit", "read", "cancel", "list", "broadcast", "read_group"]
+
 describe("README client configurations", () => {
   const data = mkdtempSync(join(tmpdir(), "relaykeep-readme-"))
   const fill = (text: string) =>
@@ -56,14 +59,7 @@ describe("README client configurations", () => {
     assert.isDefined(tasks)
     assert.isDefined(memory)
     if (!tasks || !memory) return
-    assert.deepStrictEqual(await toolsOf(tasks.command, tasks.args), [
-      "submit",
-      "read",
-      "cancel",
-      "list",
-      "broadcast",
-      "read_group"
-    ])
+    assert.deepStrictEqual(await toolsOf(tasks.command, tasks.args), TasksTools)
     assert.deepStrictEqual(await toolsOf(memory.command, memory.args), ["search", "read"])
   })
 
@@ -75,26 +71,12 @@ describe("README client configurations", () => {
     )
     assert.match(toml, /^tool_timeout_sec = \d+$/m)
     assert.isDefined(command)
-    assert.deepStrictEqual(await toolsOf(command ?? "", args), [
-      "submit",
-      "read",
-      "cancel",
-      "list",
-      "broadcast",
-      "read_group"
-    ])
+    assert.deepStrictEqual(await toolsOf(command ?? "", args), TasksTools)
 
     const line = fill(block("bash", "claude mcp add")).trim()
     const [, afterDashes = ""] = line.split(" -- ")
     const [claudeCommand = "", ...claudeArgs] = afterDashes.split(" ")
-    assert.deepStrictEqual(await toolsOf(claudeCommand, claudeArgs), [
-      "submit",
-      "read",
-      "cancel",
-      "list",
-      "broadcast",
-      "read_group"
-    ])
+    assert.deepStrictEqual(await toolsOf(claudeCommand, claudeArgs), TasksTools)
   })
 
   afterAll(() => rmSync(data, { recursive: true, force: true }))
