@@ -200,26 +200,37 @@ export const storeLayer = (args: StoreArgs) =>
     )
   )
 
-/** Text as milliseconds (`90s`, `5m`, `2h`, or seconds), or a message naming `flag`. */
-export const DurationMillis = (flag: string, parse = parseDuration) =>
-  Schema.transformOrFail(Schema.String, Schema.Number, {
+/**
+ * A flag's text decoded by `parse`, or a usage error that is one sentence naming the flag:
+ * `--lease: must be longer than zero`, without the formatter's tree of schemas.
+ */
+export const ParsedText = <A>(
+  flag: string,
+  to: Schema.Schema<A>,
+  parse: (text: string) => Either.Either<A, string>,
+  format: (value: A) => string
+) =>
+  Schema.transformOrFail(Schema.String, to, {
     strict: true,
     decode: (text, _, ast) =>
       Either.match(parse(text), {
         onLeft: () => ParseResult.fail(new ParseResult.Type(ast, text)),
         onRight: ParseResult.succeed
       }),
-    encode: (millis) => ParseResult.succeed(`${millis}ms`)
+    encode: (value) => ParseResult.succeed(format(value))
   }).pipe(
-    // The message alone, without the formatter's tree of schemas: `--lease: must be longer than zero`.
     Schema.annotations({
       message: (issue) =>
         `${flag}: ${Either.match(parse(String(issue.actual)), {
           onLeft: (reason) => reason,
-          onRight: () => "is not a duration"
+          onRight: () => "is invalid"
         })}`
     })
   )
+
+/** Text as milliseconds (`90s`, `5m`, `2h`, or seconds), or a message naming `flag`. */
+export const DurationMillis = (flag: string, parse = parseDuration) =>
+  ParsedText(flag, Schema.Number, parse, (millis) => `${millis}ms`)
 
 /** A duration option (`90s`, `5m`, `2h`, or seconds), as milliseconds. */
 export const duration = (name: string, fallback: string) =>

@@ -84,10 +84,16 @@ export const runCommand = <Name extends string, R, E, A>(
   /**
    * The library's error for a value that is not one of an option's choices does not say which
    * option; the command's help does, and the command line gives the value that is not a choice.
+   * A bad variable is named as a bad flag is.
    */
-  const nameTheChoice = (args: ReadonlyArray<string>, error: ValidationError.ValidationError) =>
+  const plainUsageError = (args: ReadonlyArray<string>, error: ValidationError.ValidationError) =>
     Effect.gen(function* () {
       const text = docText(error.error)
+      // A bad environment variable behind an option comes as Effect's ConfigError text; it is
+      // said the way a bad flag is: `RELAYKEEP_TASK_TIMEOUT: is not a duration (…)`.
+      const variable = /^\(Invalid data at ([A-Za-z0-9_]+): "(.*)"\)$/s.exec(text)
+      if (variable !== null)
+        return ValidationError.invalidValue(HelpDoc.p(`${variable[1] ?? ""}: ${variable[2] ?? ""}`))
       const cases = /^Expected one of the following cases: (.*)$/.exec(text)?.[1]
       if (cases === undefined) return error
       const help = yield* helpIn([...commandWords(args), "--help"])
@@ -141,7 +147,7 @@ export const runCommand = <Name extends string, R, E, A>(
         app
       )(argv).pipe(
         Effect.catchIf(ValidationError.isValidationError, (error) =>
-          Effect.flatMap(nameTheChoice(args, error), Effect.fail)
+          Effect.flatMap(plainUsageError(args, error), Effect.fail)
         )
       )
     })

@@ -1,5 +1,5 @@
 import { Command, Options } from "@effect/cli"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import { InvalidInput } from "../domain/errors.js"
 import { parseDurationWithUnit } from "../domain/duration.js"
 import { MaxWorkerIdLength } from "../domain/worker.js"
@@ -16,7 +16,15 @@ import {
   DefaultPollMillis,
   runWatch
 } from "../worker/watch.js"
-import { duration, DurationMillis, resolveRoot, storeLayer, storeOptions, integerBetween } from "./options.js"
+import {
+  duration,
+  DurationMillis,
+  ParsedText,
+  resolveRoot,
+  storeLayer,
+  storeOptions,
+  integerBetween
+} from "./options.js"
 import { printJson } from "./output.js"
 import type { ProviderArgs } from "./providerOptions.js"
 import { httpClientLayer, providerOptions } from "./providerOptions.js"
@@ -57,7 +65,35 @@ const limit = integerBetween("limit", 1, 1_000_000).pipe(
 const concurrency = count("concurrency", DefaultConcurrency, 1, 64).pipe(
   Options.withDescription(`With --watch: attempts running at once (default ${DefaultConcurrency})`)
 )
+/** `claude=1,codex=2` as a map, or the reason it is not one, naming the bad entry. */
+export const parseProviderCaps = (text: string): Either.Either<ReadonlyMap<string, number>, string> =>
+  Either.map(
+    Either.all(
+      text
+        .split(",")
+        .map((part) => part.trim())
+        .filter((part) => part !== "")
+        .map((part, index) => {
+          const match = /^([A-Za-z0-9._-]+)=(\d{1,3})$/.exec(part)
+          const cap = Number(match?.[2])
+          return match?.[1] !== undefined && cap >= 1
+            ? Either.right([match[1], cap] as const)
+            : Either.left(`entry ${index + 1} is not PROVIDER=N with N from 1 to 999`)
+        })
+    ),
+    (entries) => new Map(entries)
+  )
+
+// Checked even without --watch (where the caps do not apply): a bad flag is never ignored.
 const maxPerProvider = Options.text("max-per-provider").pipe(
+  Options.withSchema(
+    ParsedText(
+      "--max-per-provider",
+      Schema.ReadonlyMapFromSelf({ key: Schema.String, value: Schema.Number }),
+      parseProviderCaps,
+      (caps) => [...caps].map(([provider, cap]) => `${provider}=${cap}`).join(",")
+    )
+  ),
   Options.withDescription("With --watch: caps per provider, e.g. claude=1,codex=1"),
   Options.optional
 )
@@ -93,27 +129,6 @@ const logFormat = Options.choice("log-format", ["auto", "text", "json"]).pipe(
     "With --watch: events on stderr as text (a live status line on a terminal) or one JSON object each (default auto: text)"
   )
 )
-
-/** `claude=1,codex=2` as a map; a usage error naming the bad part otherwise. */
-export const parseProviderCaps = (text: string) =>
-  Effect.forEach(
-    text
-      .split(",")
-      .map((part) => part.trim())
-      .filter((part) => part !== ""),
-    (part) => {
-      const match = /^([A-Za-z0-9._-]+)=(\d{1,3})$/.exec(part)
-      const cap = Number(match?.[2])
-      return match?.[1] !== undefined && cap >= 1
-        ? Effect.succeed([match[1], cap] as const)
-        : Effect.fail(
-            new InvalidInput({
-              field: "--max-per-provider",
-              reason: `entry ${text.split(",").findIndex((entry) => entry.trim() === part) + 1} is not PROVIDER=N with N from 1 to 999`
-            })
-          )
-    }
-  ).pipe(Effect.map((entries) => new Map(entries)))
 
 /** The providers as this worker's settings configure them, checked before any task is claimed. */
 export const providerLayer = (args: ProviderArgs & { readonly root: Option.Option<string> }) =>
@@ -157,10 +172,7 @@ export const worker = Command.make(
         backoff_initial_ms: args.retryBackoff,
         backoff_max_ms: args.retryBackoffMax
       }
-      // Checked even without --watch (where the caps do not apply): a bad flag is never ignored.
-      const caps = Option.isSome(args.maxPerProvider)
-        ? yield* parseProviderCaps(args.maxPerProvider.value)
-        : new Map<string, number>()
+      const caps = Option.getOrElse(args.maxPerProvider, () => new Map<string, number>())
       if (args.watch && Option.isSome(args.limit))
         return yield* new InvalidInput({
           field: "--limit",

@@ -13,7 +13,7 @@ import { JsonObject, TaskState, timeMillis, toSummary } from "../domain/Task.js"
 import type { TaskSummary } from "../domain/Task.js"
 import { AuditStatus } from "../domain/audit.js"
 import { AuditLog } from "../services/AuditLog.js"
-import { NoProviderFlags, resolveProviderSettings } from "../providers/config.js"
+import { providerEnvironment, resolveProviderSettings } from "../providers/config.js"
 import { diagnose } from "../providers/doctor.js"
 import { Host } from "../services/Host.js"
 import { TaskStore } from "../services/TaskStore.js"
@@ -190,7 +190,7 @@ export const apiRoutes = (options: RouteOptions) =>
     })
 
     const doctor = Effect.gen(function* () {
-      const settings = yield* resolveProviderSettings(NoProviderFlags, options.root)
+      const settings = yield* resolveProviderSettings(yield* providerEnvironment, options.root)
       return json(yield* diagnose(settings))
     })
 

@@ -1,16 +1,17 @@
 /**
- * The worker's provider settings, from three sources: command-line flags win over environment
- * variables, which win over `<root>/config.json`. Every value is decoded and checked when the
- * worker starts; a bad URL or duration stops it before a task is touched. Shared by the CLI
- * (`worker`, `doctor`), which reads the flags with @effect/cli, and the dashboard, which has none.
+ * The worker's provider settings, from three sources: a command-line flag wins over its
+ * environment variable, which wins over `<root>/config.json`. The flags fall back on their
+ * variables as @effect/cli parses them (src/cli/providerOptions.ts, with the Configs here); the
+ * dashboard, which has no flags, reads the same Configs. Every value is decoded and checked
+ * before the worker starts: a bad URL or duration stops it before a task is touched.
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { Effect, Either, Option, Schema } from "effect"
+import { Config, ConfigError, Effect, Either, Option, Schema } from "effect"
 import { parseDuration, parseDurationWithUnit } from "../domain/duration.js"
 import { InvalidInput } from "../domain/errors.js"
 import { describeParseError } from "../domain/input.js"
-import { nonEmptyEnv } from "../platform/env.js"
+import { envVariable } from "../platform/env.js"
 import { checkRoot } from "../platform/trust.js"
 import { Host } from "../services/Host.js"
 import { ConfigFileName } from "../store/file/layout.js"
@@ -18,36 +19,25 @@ import { parseNamePattern } from "./environment.js"
 import type { ProviderSettings } from "./settings.js"
 import { defaultSettings, parseLoopbackUrl } from "./settings.js"
 
-/** The provider flags of `relaykeep worker` and `doctor`, as @effect/cli parses them. */
+/**
+ * What the command line and the environment set, each value already decoded and checked: a flag,
+ * else its variable (`Options.withFallbackConfig` in src/cli/providerOptions.ts, or
+ * `providerEnvironment` where there are no flags). `None` leaves the setting to config.json.
+ */
 export interface ProviderFlags {
   readonly claudeExecutable: Option.Option<string>
   readonly codexExecutable: Option.Option<string>
   readonly workDir: Option.Option<string>
-  readonly allowWorkDir: ReadonlyArray<string>
-  readonly codexSkipGitCheck: boolean
-  readonly ollamaUrl: Option.Option<string>
-  readonly openaiUrl: Option.Option<string>
-  readonly stripEnv: ReadonlyArray<string>
-  readonly passEnv: ReadonlyArray<string>
-  readonly taskTimeout: Option.Option<string>
-  readonly killGrace: Option.Option<string>
-  readonly maxOutput: Option.Option<string>
-}
-
-/** No provider flag given: the settings come from the environment, then `<root>/config.json`. */
-export const NoProviderFlags: ProviderFlags = {
-  claudeExecutable: Option.none(),
-  codexExecutable: Option.none(),
-  workDir: Option.none(),
-  allowWorkDir: [],
-  codexSkipGitCheck: false,
-  ollamaUrl: Option.none(),
-  openaiUrl: Option.none(),
-  stripEnv: [],
-  passEnv: [],
-  taskTimeout: Option.none(),
-  killGrace: Option.none(),
-  maxOutput: Option.none()
+  /** A flag only, with no variable. */
+  readonly allowWorkDir: Option.Option<ReadonlyArray<string>>
+  readonly codexSkipGitCheck: Option.Option<boolean>
+  readonly ollamaUrl: Option.Option<URL>
+  readonly openaiUrl: Option.Option<URL>
+  readonly stripEnv: Option.Option<ReadonlyArray<string>>
+  readonly passEnv: Option.Option<ReadonlyArray<string>>
+  readonly taskTimeout: Option.Option<number>
+  readonly killGrace: Option.Option<number>
+  readonly maxOutput: Option.Option<number>
 }
 
 /** `<root>/config.json`: the same settings, in snake case. Unknown keys are errors. */
@@ -88,37 +78,24 @@ export const parseSize = (value: string): Either.Either<number, string> => {
   return bytes > 0 ? Either.right(bytes) : Either.left("must be larger than zero")
 }
 
-/**
- * A list of variable names or patterns: the options when some were given, else the variable
- * (comma-separated), else config.json. Each entry is checked; a bad one names the field.
- */
-const namePatterns = (
-  field: string,
-  options: ReadonlyArray<string>,
-  fromEnv: Option.Option<string>,
-  fromFile: ReadonlyArray<string> | undefined
-): Effect.Effect<ReadonlyArray<string>, InvalidInput> => {
-  const chosen =
-    options.length > 0
-      ? options
-      : Option.isSome(fromEnv)
-        ? fromEnv.value.split(",").filter((name) => name.trim() !== "")
-        : (fromFile ?? [])
-  return Effect.forEach(chosen, (entry) =>
-    Either.match(parseNamePattern(entry), {
-      onLeft: (reason) =>
-        Effect.fail(new InvalidInput({ field, reason: `entry ${chosen.indexOf(entry) + 1} ${reason}` })),
-      onRight: Effect.succeed
-    })
+/** A comma-separated list of variable names or patterns (as a variable holds them), each checked. */
+export const parseNameList = (text: string) =>
+  entries(
+    text.split(",").filter((name) => name.trim() !== ""),
+    parseNamePattern
   )
-}
 
-/** Directories given by absolute path, each checked; a relative one names the field and its entry. */
-const absolutePaths = (field: string, paths: ReadonlyArray<string>) =>
-  Effect.forEach(paths, (path, index) =>
-    path.startsWith("/")
-      ? Effect.succeed(path)
-      : Effect.fail(new InvalidInput({ field, reason: `entry ${index + 1} must be an absolute path` }))
+/** A directory given by absolute path. */
+export const parseAbsolutePath = (path: string): Either.Either<string, string> =>
+  path.startsWith("/") ? Either.right(path) : Either.left("must be an absolute path")
+
+/** Each entry of a list checked by `parse`; the first bad one is named by its place. */
+const entries = <A>(
+  list: ReadonlyArray<string>,
+  parse: (entry: string) => Either.Either<A, string>
+): Either.Either<ReadonlyArray<A>, string> =>
+  Either.all(
+    list.map((entry, index) => Either.mapLeft(parse(entry), (reason) => `entry ${index + 1} ${reason}`))
   )
 
 /** An on/off environment variable: 1/true/yes or 0/false/no, nothing else. */
@@ -129,6 +106,61 @@ export const parseSwitch = (value: string): Either.Either<boolean, string> => {
   return Either.left("must be 1, true or yes (on) or 0, false or no (off)")
 }
 
+/**
+ * A setting's environment variable, decoded as its flag is. An empty one counts as unset; a bad
+ * one is a ConfigError naming the variable, which @effect/cli reports as a usage error.
+ */
+const variable = <A>(name: string, parse: (text: string) => Either.Either<A, string>): Config.Config<A> =>
+  envVariable(name).pipe(
+    Config.mapOrFail((text) =>
+      Either.mapLeft(parse(text), (reason) => ConfigError.InvalidData([name], reason))
+    )
+  )
+
+/** The variable each provider flag falls back on (`--allow-work-dir` has none). */
+export const providerVariables: {
+  readonly [K in Exclude<keyof ProviderFlags, "allowWorkDir">]: Config.Config<
+    Option.Option.Value<ProviderFlags[K]>
+  >
+} = {
+  claudeExecutable: envVariable("RELAYKEEP_CLAUDE_EXECUTABLE"),
+  codexExecutable: envVariable("RELAYKEEP_CODEX_EXECUTABLE"),
+  workDir: envVariable("RELAYKEEP_WORK_DIR"),
+  codexSkipGitCheck: variable("RELAYKEEP_CODEX_SKIP_GIT_CHECK", parseSwitch),
+  ollamaUrl: variable("RELAYKEEP_OLLAMA_URL", parseLoopbackUrl),
+  openaiUrl: variable("RELAYKEEP_OPENAI_URL", parseLoopbackUrl),
+  stripEnv: variable("RELAYKEEP_STRIP_ENV", parseNameList),
+  passEnv: variable("RELAYKEEP_PASS_ENV", parseNameList),
+  taskTimeout: variable("RELAYKEEP_TASK_TIMEOUT", parseDuration),
+  killGrace: variable("RELAYKEEP_KILL_GRACE", parseDuration),
+  maxOutput: variable("RELAYKEEP_MAX_OUTPUT", parseSize)
+}
+
+/**
+ * The variables alone, for a program without the flags (the dashboard's doctor): each set one
+ * decoded, the rest left to config.json. A bad one is an InvalidInput naming the variable.
+ */
+export const providerEnvironment: Effect.Effect<ProviderFlags, InvalidInput> = Config.all({
+  claudeExecutable: Config.option(providerVariables.claudeExecutable),
+  codexExecutable: Config.option(providerVariables.codexExecutable),
+  workDir: Config.option(providerVariables.workDir),
+  codexSkipGitCheck: Config.option(providerVariables.codexSkipGitCheck),
+  ollamaUrl: Config.option(providerVariables.ollamaUrl),
+  openaiUrl: Config.option(providerVariables.openaiUrl),
+  stripEnv: Config.option(providerVariables.stripEnv),
+  passEnv: Config.option(providerVariables.passEnv),
+  taskTimeout: Config.option(providerVariables.taskTimeout),
+  killGrace: Config.option(providerVariables.killGrace),
+  maxOutput: Config.option(providerVariables.maxOutput)
+}).pipe(
+  Effect.map((fromEnv): ProviderFlags => ({ ...fromEnv, allowWorkDir: Option.none() })),
+  Effect.mapError((error) =>
+    ConfigError.isInvalidData(error)
+      ? new InvalidInput({ field: error.path.join("."), reason: error.message })
+      : new InvalidInput({ field: "environment", reason: String(error) })
+  )
+)
+
 const readConfigFile = (root: string) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
@@ -138,94 +170,64 @@ const readConfigFile = (root: string) =>
     // It names the executables the worker runs: another user's hand must not be able to reach it.
     yield* checkRoot({ fs, path, uid: host.uid }, root, { files: [file] })
     const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
-    if (!exists) return {}
+    if (!exists) return { file, settings: {} }
     const content = yield* fs
       .readFileString(file)
       .pipe(Effect.mapError((error) => new InvalidInput({ field: file, reason: error.message })))
-    return yield* Schema.decodeUnknown(ConfigFile, { onExcessProperty: "error" })(content).pipe(
+    const settings = yield* Schema.decodeUnknown(ConfigFile, { onExcessProperty: "error" })(content).pipe(
       Effect.mapError((error) => new InvalidInput({ field: file, reason: describeParseError(error) }))
     )
+    return { file, settings }
   })
 
-/** Resolve every setting: option, else environment variable, else config file, else default. */
-export const resolveProviderSettings = (args: ProviderFlags, root: string) =>
-  Effect.gen(function* () {
-    const file = yield* readConfigFile(root)
-    const pick = (option: Option.Option<string>, variable: string, fromFile: string | undefined) =>
-      Effect.map(nonEmptyEnv(variable), (fromEnv) =>
-        Option.getOrUndefined(
-          Option.orElse(option, () => Option.orElse(fromEnv, () => Option.fromNullable(fromFile)))
-        )
+type ConfigFileSettings = typeof ConfigFile.Type
+
+/**
+ * A key of config.json decoded as its flag would be: `undefined` when it is absent, an
+ * InvalidInput naming the file and the key when it is bad.
+ */
+const fromConfigFile = <K extends keyof ConfigFileSettings, A>(
+  config: { readonly file: string; readonly settings: ConfigFileSettings },
+  key: K,
+  parse: (value: NonNullable<ConfigFileSettings[K]>) => Either.Either<A, string>
+): Effect.Effect<A | undefined, InvalidInput> => {
+  const value = config.settings[key]
+  return value === undefined || value === null
+    ? Effect.succeed(undefined)
+    : Either.mapLeft(
+        parse(value),
+        (reason) => new InvalidInput({ field: config.file, reason: `${key}: ${reason}` })
       )
-    const parsed = <A>(
-      field: string,
-      value: string | undefined,
-      parse: (v: string) => Either.Either<A, string>
-    ) =>
-      value === undefined
-        ? Effect.succeedNone.pipe(Effect.map(Option.getOrUndefined<A>))
-        : Either.match(parse(value), {
-            onLeft: (reason) => Effect.fail(new InvalidInput({ field, reason })),
-            onRight: (a) => Effect.succeed(a)
-          })
-    const skipGitFromEnv = yield* parsed(
-      "RELAYKEEP_CODEX_SKIP_GIT_CHECK",
-      Option.getOrUndefined(yield* nonEmptyEnv("RELAYKEEP_CODEX_SKIP_GIT_CHECK")),
-      parseSwitch
-    )
+}
+
+/** Resolve every setting: its flag or variable (`flags`), else `<root>/config.json`, else the default. */
+export const resolveProviderSettings = (flags: ProviderFlags, root: string) =>
+  Effect.gen(function* () {
+    const config = yield* readConfigFile(root)
+    const pick = <K extends keyof ConfigFileSettings, A>(
+      given: Option.Option<A>,
+      key: K,
+      parse: (value: NonNullable<ConfigFileSettings[K]>) => Either.Either<A, string>
+    ) => Option.match(given, { onSome: Effect.succeed, onNone: () => fromConfigFile(config, key, parse) })
     const settings: ProviderSettings = {
-      claudeExecutable: yield* pick(
-        args.claudeExecutable,
-        "RELAYKEEP_CLAUDE_EXECUTABLE",
-        file.claude_executable
-      ),
-      codexExecutable: yield* pick(args.codexExecutable, "RELAYKEEP_CODEX_EXECUTABLE", file.codex_executable),
-      workDir: yield* pick(args.workDir, "RELAYKEEP_WORK_DIR", file.work_dir),
-      allowedWorkDirs: yield* absolutePaths(
-        "--allow-work-dir",
-        args.allowWorkDir.length > 0 ? args.allowWorkDir : (file.allow_work_dirs ?? [])
-      ),
-      codexSkipGitCheck: args.codexSkipGitCheck || (skipGitFromEnv ?? file.codex_skip_git_check ?? false),
-      ollamaUrl: yield* parsed(
-        "--ollama-url",
-        yield* pick(args.ollamaUrl, "RELAYKEEP_OLLAMA_URL", file.ollama_url),
-        parseLoopbackUrl
-      ),
-      openaiUrl: yield* parsed(
-        "--openai-url",
-        yield* pick(args.openaiUrl, "RELAYKEEP_OPENAI_URL", file.openai_url),
-        parseLoopbackUrl
-      ),
-      stripEnv: yield* namePatterns(
-        "--strip-env",
-        args.stripEnv,
-        yield* nonEmptyEnv("RELAYKEEP_STRIP_ENV"),
-        file.strip_env
-      ),
-      passEnv: yield* namePatterns(
-        "--pass-env",
-        args.passEnv,
-        yield* nonEmptyEnv("RELAYKEEP_PASS_ENV"),
-        file.pass_env
-      ),
+      claudeExecutable: yield* pick(flags.claudeExecutable, "claude_executable", Either.right),
+      codexExecutable: yield* pick(flags.codexExecutable, "codex_executable", Either.right),
+      workDir: yield* pick(flags.workDir, "work_dir", Either.right),
+      allowedWorkDirs:
+        (yield* pick(flags.allowWorkDir, "allow_work_dirs", (dirs) => entries(dirs, parseAbsolutePath))) ??
+        [],
+      codexSkipGitCheck:
+        (yield* pick(flags.codexSkipGitCheck, "codex_skip_git_check", Either.right)) ?? false,
+      ollamaUrl: yield* pick(flags.ollamaUrl, "ollama_url", parseLoopbackUrl),
+      openaiUrl: yield* pick(flags.openaiUrl, "openai_url", parseLoopbackUrl),
+      stripEnv: (yield* pick(flags.stripEnv, "strip_env", (names) => entries(names, parseNamePattern))) ?? [],
+      passEnv: (yield* pick(flags.passEnv, "pass_env", (names) => entries(names, parseNamePattern))) ?? [],
       taskTimeoutMillis:
-        (yield* parsed(
-          "--task-timeout",
-          yield* pick(args.taskTimeout, "RELAYKEEP_TASK_TIMEOUT", file.task_timeout),
-          parseDuration
-        )) ?? defaultSettings.taskTimeoutMillis,
+        (yield* pick(flags.taskTimeout, "task_timeout", parseDuration)) ?? defaultSettings.taskTimeoutMillis,
       killGraceMillis:
-        (yield* parsed(
-          "--kill-grace",
-          yield* pick(args.killGrace, "RELAYKEEP_KILL_GRACE", file.kill_grace),
-          parseDuration
-        )) ?? defaultSettings.killGraceMillis,
+        (yield* pick(flags.killGrace, "kill_grace", parseDuration)) ?? defaultSettings.killGraceMillis,
       maxOutputBytes:
-        (yield* parsed(
-          "--max-output",
-          yield* pick(args.maxOutput, "RELAYKEEP_MAX_OUTPUT", file.max_output),
-          parseSize
-        )) ?? defaultSettings.maxOutputBytes
+        (yield* pick(flags.maxOutput, "max_output", parseSize)) ?? defaultSettings.maxOutputBytes
     }
     return settings
   })
@@ -235,12 +237,10 @@ export const resolveProviderSettings = (args: ProviderFlags, root: string) =>
  * `<root>/config.json`, else none (nothing is collected). A bad value names where it came from.
  */
 export const resolveRetention = (flag: Option.Option<number>, root: string) =>
-  Effect.gen(function* () {
-    if (Option.isSome(flag)) return flag.value
-    const file = yield* readConfigFile(root)
-    if (file.retention === undefined) return undefined
-    return yield* Either.mapLeft(
-      parseDurationWithUnit(file.retention),
-      (reason) => new InvalidInput({ field: `${ConfigFileName}: retention`, reason })
-    )
+  Option.match(flag, {
+    onSome: (millis) => Effect.succeed<number | undefined>(millis),
+    onNone: () =>
+      Effect.flatMap(readConfigFile(root), (config) =>
+        fromConfigFile(config, "retention", parseDurationWithUnit)
+      )
   })

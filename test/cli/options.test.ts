@@ -3,55 +3,30 @@
  * flag, and a setting left off the command line is taken from its environment variable, which
  * an error then names instead.
  */
-import { CliConfig, CommandDescriptor, ValidationError } from "@effect/cli"
-import type { Options } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Option } from "effect"
-import { docText } from "../../src/cli/help.js"
+import { Effect, Either, Option } from "effect"
 import { duration, integerBetween, resolveStore, storeOptions } from "../../src/cli/options.js"
-
-/** Parse `args` with `options` as a command's, in an environment holding exactly `env`. */
-const parse = <A>(
-  options: Options.Options<A>,
-  args: ReadonlyArray<string>,
-  env: Readonly<Record<string, string>> = {}
-) =>
-  CommandDescriptor.parse(CommandDescriptor.make("t", options), ["t", ...args], CliConfig.defaultConfig).pipe(
-    Effect.flatMap((directive) =>
-      directive._tag === "UserDefined"
-        ? Effect.succeed(directive.value.options)
-        : Effect.dieMessage(`not a command: ${directive._tag}`)
-    ),
-    Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
-    Effect.provide(NodeContext.layer)
-  )
-
-/** The one line a usage error prints. */
-const usageError = <A>(options: Options.Options<A>, args: ReadonlyArray<string>) =>
-  Effect.map(Effect.flip(parse(options, args)), (error) => {
-    assert.isTrue(ValidationError.isValidationError(error))
-    return docText(error.error)
-  })
+import { parseOptions, usageErrorOf } from "../support/options.js"
 
 describe("option schemas", () => {
   it.effect("a whole number out of bounds names the flag and the bounds", () =>
     Effect.gen(function* () {
       const limit = integerBetween("limit", 1, 500)
-      assert.strictEqual(yield* parse(limit, ["--limit", "500"]), 500)
-      assert.strictEqual(yield* usageError(limit, ["--limit", "0"]), "--limit: must be from 1 to 500")
-      assert.strictEqual(yield* usageError(limit, ["--limit", "501"]), "--limit: must be from 1 to 500")
+      assert.strictEqual(yield* parseOptions(limit, ["--limit", "500"]), 500)
+      assert.strictEqual(yield* usageErrorOf(limit, ["--limit", "0"]), "--limit: must be from 1 to 500")
+      assert.strictEqual(yield* usageErrorOf(limit, ["--limit", "501"]), "--limit: must be from 1 to 500")
     })
   )
 
   it.effect("a duration is milliseconds; a bad one is one sentence naming the flag", () =>
     Effect.gen(function* () {
       const lease = duration("lease", "60s")
-      assert.strictEqual(yield* parse(lease, []), 60_000)
-      assert.strictEqual(yield* parse(lease, ["--lease", "5m"]), 300_000)
-      assert.strictEqual(yield* usageError(lease, ["--lease", "0"]), "--lease: must be longer than zero")
+      assert.strictEqual(yield* parseOptions(lease, []), 60_000)
+      assert.strictEqual(yield* parseOptions(lease, ["--lease", "5m"]), 300_000)
+      assert.strictEqual(yield* usageErrorOf(lease, ["--lease", "0"]), "--lease: must be longer than zero")
       assert.strictEqual(
-        yield* usageError(lease, ["--lease", "soon"]),
+        yield* usageErrorOf(lease, ["--lease", "soon"]),
         "--lease: is not a duration (try 90s, 5m, 2h)"
       )
     })
@@ -60,7 +35,7 @@ describe("option schemas", () => {
 
 describe("store options and their environment variables", () => {
   const store = (args: ReadonlyArray<string>, env?: Readonly<Record<string, string>>) =>
-    parse(storeOptions.store, args, env)
+    parseOptions(storeOptions.store, args, env)
 
   it.effect("the flag wins over the variable; each value says where it came from", () =>
     Effect.gen(function* () {
@@ -80,9 +55,12 @@ describe("store options and their environment variables", () => {
   it.effect("an empty variable counts as unset", () =>
     Effect.gen(function* () {
       assert.deepStrictEqual(yield* store([], { RELAYKEEP_STORE: "" }), Option.none())
-      assert.deepStrictEqual(yield* parse(storeOptions.root, [], { RELAYKEEP_ROOT: "" }), Option.none())
       assert.deepStrictEqual(
-        yield* parse(storeOptions.root, [], { RELAYKEEP_ROOT: "/data" }),
+        yield* parseOptions(storeOptions.root, [], { RELAYKEEP_ROOT: "" }),
+        Option.none()
+      )
+      assert.deepStrictEqual(
+        yield* parseOptions(storeOptions.root, [], { RELAYKEEP_ROOT: "/data" }),
         Option.some("/data")
       )
     })
@@ -90,11 +68,11 @@ describe("store options and their environment variables", () => {
 
   const args = (env: Readonly<Record<string, string>>, flags: ReadonlyArray<string> = []) =>
     Effect.all({
-      root: parse(storeOptions.root, ["--root", "/tmp/r"], env),
-      store: parse(storeOptions.store, flags.includes("--store") ? flags : [], env),
-      pgSchema: parse(storeOptions.pgSchema, flags.includes("--pg-schema") ? flags : [], env),
-      queue: parse(storeOptions.queue, [], env),
-      pgPool: parse(storeOptions.pgPool, [], env)
+      root: parseOptions(storeOptions.root, ["--root", "/tmp/r"], env),
+      store: parseOptions(storeOptions.store, flags.includes("--store") ? flags : [], env),
+      pgSchema: parseOptions(storeOptions.pgSchema, flags.includes("--pg-schema") ? flags : [], env),
+      queue: parseOptions(storeOptions.queue, [], env),
+      pgPool: parseOptions(storeOptions.pgPool, [], env)
     })
 
   it.effect("a bad store names the variable it came from", () =>

@@ -672,9 +672,9 @@ const badFlags: ReadonlyArray<{
 }> = [
   { flag: "--concurrency", args: ["--concurrency", "0"] },
   { flag: "--max-attempts", args: ["--max-attempts", "0"] },
-  { flag: "--max-per-provider", args: ["--max-per-provider", "claude"], afterParsing: true },
-  { flag: "--max-per-provider", args: ["--max-per-provider", "claude=0"], afterParsing: true },
-  { flag: "--max-per-provider", args: ["--max-per-provider", "=1"], afterParsing: true },
+  { flag: "--max-per-provider", args: ["--max-per-provider", "claude"] },
+  { flag: "--max-per-provider", args: ["--max-per-provider", "claude=0"] },
+  { flag: "--max-per-provider", args: ["--max-per-provider", "=1"] },
   {
     flag: "--retry-backoff-max",
     args: ["--retry-backoff", "10s", "--retry-backoff-max", "5s"],

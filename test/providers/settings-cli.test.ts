@@ -65,4 +65,28 @@ describe("provider settings through the CLI", { timeout: 180_000 }, () => {
         assert.strictEqual(jsonOutput(PassReport, pass).dispatched.length, 1, "the task was still queued")
       })
   )
+
+  it.scopedLive(
+    "through the CLI: a bad variable behind a flag is one usage line naming the variable (exit 2)",
+    () =>
+      Effect.gen(function* () {
+        const box = yield* sandbox
+        const root = path.join(box.dir, "root")
+        yield* Effect.promise(() => seedTasks(root, [{ id: "t", payload: {} }]))
+        for (const [variable, value, reason] of [
+          ["RELAYKEEP_TASK_TIMEOUT", "soon", "is not a duration (try 90s, 5m, 2h)"],
+          ["RELAYKEEP_STRIP_ENV", "AWS_*,not a name", "entry 2 must be a variable name"]
+        ] as const) {
+          const result = yield* Effect.promise(() =>
+            relaykeep(["worker", "--root", root], { env: { [variable]: value } })
+          )
+          assert.strictEqual(result.code, 2, result.stderr)
+          assert.strictEqual(result.stdout, "")
+          assert.isTrue(result.stderr.startsWith(`UsageError: ${variable}: ${reason}`), result.stderr)
+          assert.strictEqual(result.stderr.trimEnd().split("\n").length, 1, result.stderr)
+        }
+        const pass = yield* Effect.promise(() => relaykeep(["worker", "--root", root]))
+        assert.strictEqual(jsonOutput(PassReport, pass).dispatched.length, 1, "the task was still queued")
+      })
+  )
 })
