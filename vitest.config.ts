@@ -15,6 +15,17 @@ if (!Number.isSafeInteger(workers) || workers < 1)
 // The long suites that kill, pause and race real processes run apart: `npm run test:chaos`.
 const chaos = ["test/chaos/**/*.test.ts"]
 
+// The other files share their worker processes (isolate: false): Effect, the SDK and our own
+// modules load once per worker, not once per file, which was a third of the suite's time. These
+// hold hundreds of MiB at once (memory stores at their limits), so each runs in a process of its
+// own, as a file sharing a worker's heap with them would slow to a crawl.
+const alone = [
+  "test/store/memoryFile.test.ts",
+  "test/store/memoryRows.test.ts",
+  "test/domain/memoryIndex.test.ts",
+  "test/services/MemoryStore.test.ts"
+]
+
 export default defineConfig({
   test: {
     globalSetup: ["test/support/pgGlobalSetup.ts"],
@@ -25,7 +36,11 @@ export default defineConfig({
     reporters: jsonReport ? ["default", "json"] : ["default"],
     ...(jsonReport ? { outputFile: { json: jsonReport } } : {}),
     projects: [
-      { extends: true, test: { name: "main", include: ["test/**/*.test.ts"], exclude: chaos } },
+      {
+        extends: true,
+        test: { name: "main", include: ["test/**/*.test.ts"], exclude: [...chaos, ...alone], isolate: false }
+      },
+      { extends: true, test: { name: "main-alone", include: alone } },
       { extends: true, test: { name: "chaos", include: chaos } }
     ]
   }

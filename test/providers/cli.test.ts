@@ -198,11 +198,7 @@ describe("providers through the CLI", { timeout: 180_000 }, () => {
           ["--ollama-url", "localhost:11434", /^--ollama-url: /]
         ] as const
         for (const [flag, value, reason] of cases) {
-          const message = failureOutput(
-            yield* cli(["worker", "--root", root, flag, value]),
-            2,
-            "InvalidInput"
-          )
+          const message = failureOutput(yield* cli(["worker", "--root", root, flag, value]), 2, "UsageError")
           assert.match(message, reason, `${flag} ${value}`)
         }
         assert.deepStrictEqual(snapshotTree(root), before, "the data root is untouched")
