@@ -16,6 +16,10 @@ export const parseDuration = (text: string): Either.Either<number, string> => {
 }
 
 const BareNumber = /^\s*\d+(?:\.\d+)?\s*$/
+
+/** Whether a duration or date names no unit: a bare number. */
+export const isBareNumber = (text: string): boolean => BareNumber.test(text)
+
 export const BareNumberReason = "must name its unit (e.g. 30d or 12h): a bare number would mean seconds"
 
 /**
@@ -24,10 +28,7 @@ export const BareNumberReason = "must name its unit (e.g. 30d or 12h): a bare nu
  * remove nearly everything.
  */
 export const parseDurationWithUnit = (text: string): Either.Either<number, string> =>
-  BareNumber.test(text) ? Either.left(BareNumberReason) : parseDuration(text)
-
-/** Whether a duration or date names no unit: a bare number. */
-export const isBareNumber = (text: string): boolean => BareNumber.test(text)
+  isBareNumber(text) ? Either.left(BareNumberReason) : parseDuration(text)
 
 /**
  * A point in time as `--since` and the dashboard's `since` take it: an ISO date or date-time

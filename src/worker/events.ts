@@ -3,7 +3,8 @@
  * (`--log-format json`, for log shippers), one readable line per event (`text`), or on a
  * terminal the same lines under a live status line (running, queued, finished, failed).
  */
-import { Clock, Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
+import { Clock, Effect, FiberRef, HashSet, Layer, Logger, Option, Ref } from "effect"
+import { nonEmptyEnv } from "../platform/env.js"
 import type { WorkerEvent, WorkerStatus } from "../services/WorkerOutput.js"
 import { WorkerOutput } from "../services/WorkerOutput.js"
 
@@ -119,8 +120,16 @@ export const outputFormat = (
   noColor: string | undefined
 ): LogFormat => (format !== "auto" ? format : isTerminal && (noColor ?? "") === "" ? "tty" : "text")
 
-/** stderr, as JSON when asked, with the status line when stderr is a terminal. */
+/**
+ * stderr, as JSON when asked, with the status line when stderr is a terminal. NO_COLOR is read
+ * through Effect's Config, as the help's colour is (src/cli/runCommand.ts).
+ */
 export const workerOutputStderrLayer = (format: "auto" | "json" | "text"): Layer.Layer<WorkerOutput> =>
-  workerOutputLayer(outputFormat(format, process.stderr.isTTY === true, process.env["NO_COLOR"]), (text) =>
-    Effect.sync(() => void process.stderr.write(text))
+  Layer.unwrapEffect(
+    Effect.map(nonEmptyEnv("NO_COLOR"), (noColor) =>
+      workerOutputLayer(
+        outputFormat(format, process.stderr.isTTY === true, Option.getOrUndefined(noColor)),
+        (text) => Effect.sync(() => void process.stderr.write(text))
+      )
+    )
   )

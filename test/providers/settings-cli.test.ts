@@ -12,6 +12,14 @@ import { doctorReport } from "../support/doctor.js"
 import { sandbox } from "../support/fakeCli.js"
 import { seedTasks } from "../support/stores.js"
 
+/** A data root holding one queued task, which a worker that wrongly went ahead would take. */
+const rootWithQueuedTask = Effect.gen(function* () {
+  const box = yield* sandbox
+  const root = path.join(box.dir, "root")
+  yield* Effect.promise(() => seedTasks(root, [{ id: "t", payload: {} }]))
+  return root
+})
+
 describe("provider settings through the CLI", { timeout: 180_000 }, () => {
   it.scopedLive("through the CLI: option beats RELAYKEEP_CLAUDE_EXECUTABLE beats config.json", () =>
     Effect.gen(function* () {
@@ -49,9 +57,7 @@ describe("provider settings through the CLI", { timeout: 180_000 }, () => {
     "through the CLI: a bad config.json key stops the worker (exit 2) before it claims anything",
     () =>
       Effect.gen(function* () {
-        const box = yield* sandbox
-        const root = path.join(box.dir, "root")
-        yield* Effect.promise(() => seedTasks(root, [{ id: "t", payload: {} }]))
+        const root = yield* rootWithQueuedTask
         fs.writeFileSync(
           path.join(root, "config.json"),
           JSON.stringify({ claude_executable: "/x", model: "opus" })
@@ -70,9 +76,7 @@ describe("provider settings through the CLI", { timeout: 180_000 }, () => {
     "through the CLI: a bad variable behind a flag is one usage line naming the variable (exit 2)",
     () =>
       Effect.gen(function* () {
-        const box = yield* sandbox
-        const root = path.join(box.dir, "root")
-        yield* Effect.promise(() => seedTasks(root, [{ id: "t", payload: {} }]))
+        const root = yield* rootWithQueuedTask
         for (const [variable, value, reason] of [
           ["RELAYKEEP_TASK_TIMEOUT", "soon", "is not a duration (try 90s, 5m, 2h)"],
           ["RELAYKEEP_STRIP_ENV", "AWS_*,not a name", "entry 2 must be a variable name"]
