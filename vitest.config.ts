@@ -15,10 +15,13 @@ if (!Number.isSafeInteger(workers) || workers < 1)
 // The long suites that kill, pause and race real processes run apart: `npm run test:chaos`.
 const chaos = ["test/chaos/**/*.test.ts"]
 
-// The other files share their worker processes (isolate: false): Effect, the SDK and our own
-// modules load once per worker, not once per file, which was a third of the suite's time. These
-// hold hundreds of MiB at once (memory stores at their limits), so each runs in a process of its
-// own, as a file sharing a worker's heap with them would slow to a crawl.
+// The other files share their worker processes: a worker runs one file after another, so Effect,
+// the SDK and our own modules load once per worker and no process is started per file. Whether the
+// forks pool starts a process per file is vitest's root setting, poolOptions.forks.isolate, whatever
+// a project says; a project's `isolate` only says whether modules are loaded again between files.
+// The memory-store files below hold hundreds of MiB at once (stores at their limits), which a
+// shared worker would carry into the files after them, so they run in the threads pool instead:
+// one at a time, beside the forks, each in a thread and a heap of its own.
 const alone = [
   "test/store/memoryFile.test.ts",
   "test/store/memoryRows.test.ts",
@@ -32,7 +35,12 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     maxWorkers: workers,
-    minWorkers: 1,
+    // As many as at most: with shared workers, tinypool retiring an idle worker above the minimum
+    // while vitest recycles it fails the run ("Terminating worker thread"). So a command line that
+    // sets --maxWorkers sets --minWorkers too (or use RELAYKEEP_TEST_WORKERS).
+    minWorkers: workers,
+    // The chaos suites ask for a process per file again (test:chaos in package.json).
+    poolOptions: { forks: { isolate: false }, threads: { maxThreads: 1, minThreads: 1 } },
     reporters: jsonReport ? ["default", "json"] : ["default"],
     ...(jsonReport ? { outputFile: { json: jsonReport } } : {}),
     projects: [
@@ -40,7 +48,7 @@ export default defineConfig({
         extends: true,
         test: { name: "main", include: ["test/**/*.test.ts"], exclude: [...chaos, ...alone], isolate: false }
       },
-      { extends: true, test: { name: "main-alone", include: alone } },
+      { extends: true, test: { name: "main-alone", include: alone, pool: "threads" } },
       { extends: true, test: { name: "chaos", include: chaos } }
     ]
   }
