@@ -4,9 +4,9 @@ import { defineConfig } from "vitest/config"
 // CI asks for a JSON report beside the console one, to print `N passed, N failed`.
 const jsonReport = process.env["RELAYKEEP_VITEST_JSON"]
 
-// Most files spend their time waiting on child processes, fsync and timers, not on the CPU, so
-// they run a few more at once than there are cores (vitest's default is one less than the cores:
-// a single file at a time on a 2-core machine). RELAYKEEP_TEST_WORKERS overrides it.
+// A file often waits on child processes, fsync and timers, so a few more run at once than there
+// are cores, which keeps every core busy (vitest's default is one less than the cores: a single
+// file at a time on a 2-core machine). RELAYKEEP_TEST_WORKERS overrides it.
 const asked = process.env["RELAYKEEP_TEST_WORKERS"]
 const workers = asked === undefined || asked === "" ? Math.max(2, availableParallelism() + 1) : Number(asked)
 if (!Number.isSafeInteger(workers) || workers < 1)

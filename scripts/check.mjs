@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // `npm test`: the checks and the suites in three lanes at once. The type-check (with the Effect
 // diagnostics) in one, lint in another, the build then vitest in the third, since the end-to-end
-// suites run the built bins. The checks are CPU-bound and the suites mostly wait on child
-// processes, fsync and timers, so on a small machine they share the cores better than they take
-// turns. A check's output is printed whole when it ends, under its name and time; vitest's is
+// suites run the built bins. The checks never wait, while a suite file often waits on child
+// processes, fsync and timers, so on a small machine the lanes keep the cores busier together than
+// they would taking turns. A check's output is printed whole when it ends, under its name and time; vitest's is
 // shown as it goes. Every lane runs to its end, and the exit code is non-zero when any step failed.
 //
 // Usage: node scripts/check.mjs [--checks-only]
